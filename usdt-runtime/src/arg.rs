@@ -1,0 +1,163 @@
+//! How a Rust value becomes a probe argument: a 64-bit register whose low
+//! `|SIZE|` bytes the note describes.
+
+use core::ffi::CStr;
+
+
+/// A type that can be passed to a probe in a register.
+///
+/// `SIZE` is the argument's size in the note, negative for signed types
+/// (`-4` for `i32`, `8` for a pointer), and `value` the register contents:
+/// the value zero- or sign-extended to 64 bits. Consumers read the low
+/// `|SIZE|` bytes and extend them per the sign.
+///
+/// Implemented for the integer types, `bool` (0 or 1), `char` (its code point,
+/// as `u32`), `f32`/`f64` (their IEEE-754 bits, as unsigned integers of the same
+/// size), raw pointers and references to sized values (the address), and
+/// `&CStr` (the address of its NUL-terminated bytes). Strings (`&str`,
+/// `String`) are not: they need a copy with a terminating NUL, which only a probe
+/// declared in a `#[usdt::provider]` module makes, and only while traced.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a probe argument",
+    label = "not an integer, bool, char, float, pointer or reference",
+    note = "probe arguments are integers, bool, char, f32, f64, raw pointers, references to sized values and &CStr",
+    note = "a string (&str, String) is accepted only by a probe declared in a #[usdt::provider] module, which copies it while a tracer is attached"
+)]
+pub trait ProbeArg {
+    /// Size in bytes, negative when the value is signed (the note's `SIZE@`).
+    const SIZE: i8;
+    /// `|SIZE|`: how many low bytes of the register hold the value.
+    const WIDTH: u8 = Self::SIZE.unsigned_abs();
+    /// The register contents.
+    fn value(&self) -> u64;
+}
+
+macro_rules! unsigned {
+    ($($t:ty),*) => {$(
+        impl ProbeArg for $t {
+            const SIZE: i8 = core::mem::size_of::<$t>() as i8;
+            #[inline(always)]
+            fn value(&self) -> u64 {
+                *self as u64
+            }
+        }
+    )*};
+}
+
+macro_rules! signed {
+    ($($t:ty),*) => {$(
+        impl ProbeArg for $t {
+            const SIZE: i8 = -(core::mem::size_of::<$t>() as i8);
+            #[inline(always)]
+            fn value(&self) -> u64 {
+                *self as i64 as u64
+            }
+        }
+    )*};
+}
+
+unsigned!(u8, u16, u32, u64, usize);
+signed!(i8, i16, i32, i64, isize);
+
+impl ProbeArg for bool {
+    const SIZE: i8 = 1;
+    #[inline(always)]
+    fn value(&self) -> u64 {
+        *self as u64
+    }
+}
+
+impl ProbeArg for char {
+    const SIZE: i8 = 4;
+    #[inline(always)]
+    fn value(&self) -> u64 {
+        *self as u64
+    }
+}
+
+impl ProbeArg for f32 {
+    const SIZE: i8 = 4;
+    #[inline(always)]
+    fn value(&self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+
+impl ProbeArg for f64 {
+    const SIZE: i8 = 8;
+    #[inline(always)]
+    fn value(&self) -> u64 {
+        self.to_bits()
+    }
+}
+
+impl<T: ?Sized> ProbeArg for *const T {
+    const SIZE: i8 = 8;
+    #[inline(always)]
+    fn value(&self) -> u64 {
+        self.cast::<u8>() as usize as u64
+    }
+}
+
+impl<T: ?Sized> ProbeArg for *mut T {
+    const SIZE: i8 = 8;
+    #[inline(always)]
+    fn value(&self) -> u64 {
+        self.cast::<u8>() as usize as u64
+    }
+}
+
+impl<T> ProbeArg for &T {
+    const SIZE: i8 = 8;
+    #[inline(always)]
+    fn value(&self) -> u64 {
+        *self as *const T as usize as u64
+    }
+}
+
+impl<T> ProbeArg for &mut T {
+    const SIZE: i8 = 8;
+    #[inline(always)]
+    fn value(&self) -> u64 {
+        &**self as *const T as usize as u64
+    }
+}
+
+impl ProbeArg for &CStr {
+    const SIZE: i8 = 8;
+    #[inline(always)]
+    fn value(&self) -> u64 {
+        self.as_ptr() as usize as u64
+    }
+}
+
+impl ProbeArg for alloc::ffi::CString {
+    const SIZE: i8 = 8;
+    #[inline(always)]
+    fn value(&self) -> u64 {
+        self.as_ptr() as usize as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_values() {
+        assert_eq!((u8::SIZE, u8::WIDTH), (1, 1));
+        assert_eq!((i16::SIZE, i16::WIDTH), (-2, 2));
+        assert_eq!((i64::SIZE, <*const u8>::SIZE), (-8, 8));
+        assert_eq!((-1i8).value(), u64::MAX);
+        assert_eq!(i64::MIN.value(), 1 << 63);
+        assert_eq!(60000u16.value(), 60000);
+        assert_eq!(true.value(), 1);
+        assert_eq!('é'.value(), 0xe9);
+        assert_eq!(1.5f32.value(), 0x3fc0_0000);
+        assert_eq!((-2.0f64).value(), 0xc000_0000_0000_0000);
+        let x = 7u32;
+        assert_eq!(ProbeArg::value(&&x), &x as *const u32 as u64);
+        let c = c"abc";
+        assert_eq!(ProbeArg::value(&c), c.as_ptr() as u64);
+    }
+}

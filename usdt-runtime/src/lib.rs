@@ -1,0 +1,17 @@
+//! The runtime of `usdt`: what a program with probes links.
+//!
+//! Applications depend on the `usdt` facade, never on this crate directly. It
+//! stays small on purpose, because every traced program carries it: the
+//! conversions from Rust values to probe-argument registers, and the staging
+//! buffer for string arguments.
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+extern crate alloc;
+
+mod arg;
+mod strbuf;
+
+pub use arg::ProbeArg;
+pub use strbuf::{StrArg, StrBuf, STR_MAX};
