@@ -1,0 +1,367 @@
+//! Reading `NT_STAPSDT` notes from an ELF file.
+//!
+//! Each note in `.note.stapsdt` describes one probe site:
+//!
+//! ```text
+//! desc: Location (8 bytes) | Base (8) | Semaphore (8) | provider\0 | name\0 | args\0
+//! ```
+//!
+//! Location and Semaphore are link-time addresses. When the file was prelinked
+//! or otherwise moved, `.stapsdt.base`'s address differs from the Base the note
+//! recorded, and both shift by the difference, as every sys/sdt.h consumer does.
+
+use std::path::Path;
+
+use object::elf;
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+use object::Endianness;
+
+use crate::arg::{parse_args, Arg, Machine};
+use crate::Error;
+
+type Header = elf::FileHeader64<Endianness>;
+
+/// `n_type` of a stapsdt note.
+pub const NT_STAPSDT: u32 = 3;
+
+/// The longest provider or probe name accepted.
+pub const MAX_NAME: usize = 255;
+
+/// How many bytes at Location [`Site::bytes`] holds at most.
+pub const SITE_BYTES: usize = 11;
+
+const NOP_NOP5: [u8; 6] = [0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00];
+const NOP_NOP10: [u8; 11] = [
+    0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00,
+];
+const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
+
+/// The instructions at a site's Location.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SiteLayout {
+    /// `nop; nop5` (`90 0f 1f 44 00 00`): what this project emits by default;
+    /// Linux 6.18 to 7.2 optimize a uprobe at Location + 1.
+    NopNop5,
+    /// `nop; nop10` (`90 66 2e 0f 1f 84 00 00 00 00 00`): the 7.3 series
+    /// optimizes a uprobe at Location + 1.
+    NopNop10,
+    /// A single `nop` (x86 `90`, aarch64 `d503201f`), as sys/sdt.h emits.
+    Nop,
+    /// Anything else, or bytes that could not be read.
+    Other,
+}
+
+impl SiteLayout {
+    /// Classifies the bytes found at Location.
+    pub fn from_bytes(bytes: &[u8], machine: Machine) -> SiteLayout {
+        match machine {
+            Machine::X86_64 if bytes.starts_with(&NOP_NOP10) => SiteLayout::NopNop10,
+            Machine::X86_64 if bytes.starts_with(&NOP_NOP5) => SiteLayout::NopNop5,
+            Machine::X86_64 if bytes.first() == Some(&0x90) => SiteLayout::Nop,
+            Machine::Aarch64 if bytes.starts_with(&AARCH64_NOP) => SiteLayout::Nop,
+            _ => SiteLayout::Other,
+        }
+    }
+
+    /// Whether a long nop follows the first nop, so that a uprobe may sit at
+    /// Location + 1.
+    pub fn has_long_nop(self) -> bool {
+        matches!(self, SiteLayout::NopNop5 | SiteLayout::NopNop10)
+    }
+
+    /// A short name: `nop;nop5`, `nop;nop10`, `nop`, `other`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SiteLayout::NopNop5 => "nop;nop5",
+            SiteLayout::NopNop10 => "nop;nop10",
+            SiteLayout::Nop => "nop",
+            SiteLayout::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for SiteLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One probe site: one `NT_STAPSDT` note.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// The provider (`http` in `http:request_start`).
+    pub provider: String,
+    /// The probe name.
+    pub name: String,
+    /// The virtual address of the site, after the Base adjustment.
+    pub location: u64,
+    /// The file offset of Location, `None` when no loaded segment with file
+    /// bytes contains it.
+    pub location_offset: Option<u64>,
+    /// The Base field as written in the note.
+    pub note_base: u64,
+    /// The address of the file's `.stapsdt.base` section, if it has one.
+    pub stapsdt_base: Option<u64>,
+    /// The semaphore's virtual address after the Base adjustment, `None` when
+    /// the note says 0 (no semaphore).
+    pub semaphore: Option<u64>,
+    /// The semaphore's file offset (what the kernel's `ref_ctr_offset` takes).
+    pub semaphore_offset: Option<u64>,
+    /// The raw argument string.
+    pub args_text: String,
+    /// The parsed arguments.
+    pub args: Vec<Arg>,
+    /// The instructions at Location.
+    pub layout: SiteLayout,
+    /// Up to [`SITE_BYTES`] bytes of the file at Location (empty if unreadable).
+    pub bytes: Vec<u8>,
+}
+
+impl Site {
+    /// `provider:name`.
+    pub fn probe(&self) -> String {
+        format!("{}:{}", self.provider, self.name)
+    }
+}
+
+/// A loadable segment, as needed to turn addresses into file offsets and
+/// mapped addresses back into link-time addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// `p_vaddr`.
+    pub vaddr: u64,
+    /// `p_offset`.
+    pub offset: u64,
+    /// `p_filesz`.
+    pub filesz: u64,
+    /// `p_memsz`.
+    pub memsz: u64,
+    /// `p_flags` (`PF_X` = 1, `PF_W` = 2, `PF_R` = 4).
+    pub flags: u32,
+}
+
+/// What the probe reader learned from one ELF file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElfProbes {
+    /// The instruction set.
+    pub machine: Machine,
+    /// `e_type` (`ET_EXEC` = 2, `ET_DYN` = 3).
+    pub elf_type: u16,
+    /// The `PT_LOAD` segments.
+    pub segments: Vec<Segment>,
+    /// The probe sites, in note order.
+    pub sites: Vec<Site>,
+}
+
+impl ElfProbes {
+    /// The file offset of a link-time address, if a loaded segment has file
+    /// bytes there.
+    pub fn file_offset(&self, addr: u64) -> Option<u64> {
+        self.segments.iter().find_map(|s| {
+            let delta = addr.checked_sub(s.vaddr)?;
+            (delta < s.filesz)
+                .then(|| s.offset.checked_add(delta))
+                .flatten()
+        })
+    }
+}
+
+/// Reads every probe site of an ELF file held in memory.
+///
+/// A file without `.note.stapsdt` has no sites (an empty vector, not an error).
+pub fn read_sites(elf_bytes: &[u8]) -> Result<Vec<Site>, Error> {
+    read_probes(elf_bytes).map(|p| p.sites)
+}
+
+/// Reads every probe site of the ELF file at `path`.
+pub fn read_file(path: impl AsRef<Path>) -> Result<Vec<Site>, Error> {
+    read_file_probes(path).map(|p| p.sites)
+}
+
+/// Like [`read_file`], with the file's machine and segments.
+pub fn read_file_probes(path: impl AsRef<Path>) -> Result<ElfProbes, Error> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.into(),
+        source,
+    })?;
+    read_probes(&bytes)
+}
+
+/// Like [`read_sites`], with the file's machine and segments.
+pub fn read_probes(data: &[u8]) -> Result<ElfProbes, Error> {
+    let header = parse_header(data)?;
+    let endian = header.endian()?;
+    let machine = match header.e_machine(endian) {
+        elf::EM_X86_64 => Machine::X86_64,
+        elf::EM_AARCH64 => Machine::Aarch64,
+        other => return Err(Error::Unsupported(format!("ELF files for machine {other}"))),
+    };
+    let segments = header
+        .program_headers(endian, data)?
+        .iter()
+        .filter(|p| p.p_type(endian) == elf::PT_LOAD)
+        .map(|p| Segment {
+            vaddr: p.p_vaddr(endian),
+            offset: p.p_offset(endian),
+            filesz: p.p_filesz(endian),
+            memsz: p.p_memsz(endian),
+            flags: p.p_flags(endian),
+        })
+        .collect();
+    let mut probes = ElfProbes {
+        machine,
+        elf_type: header.e_type(endian),
+        segments,
+        sites: vec![],
+    };
+    let sections = header.sections(endian, data)?;
+    let stapsdt_base = sections
+        .section_by_name(endian, b".stapsdt.base")
+        .map(|(_, s)| s.sh_addr(endian));
+    let mut index = 0;
+    for section in sections.iter() {
+        if sections.section_name(endian, section) != Ok(b".note.stapsdt") {
+            continue;
+        }
+        let Some(mut notes) = section.notes(endian, data)? else {
+            continue;
+        };
+        while let Some(note) = notes.next().map_err(|e| Error::BadNote {
+            index,
+            reason: e.to_string(),
+        })? {
+            if note.name() == b"stapsdt" && note.n_type(endian) == NT_STAPSDT {
+                let raw =
+                    parse_desc(note.desc(), endian, machine).map_err(|reason| match reason {
+                        DescError::Note(reason) => Error::BadNote { index, reason },
+                        DescError::Args(e) => e,
+                    })?;
+                probes
+                    .sites
+                    .push(raw.into_site(&probes, stapsdt_base, data));
+            }
+            index += 1;
+        }
+    }
+    Ok(probes)
+}
+
+/// Checks the identification bytes first, for precise errors.
+fn parse_header(data: &[u8]) -> Result<&Header, Error> {
+    if data.len() < 16 || data[..4] != elf::ELFMAG {
+        return Err(Error::NotElf);
+    }
+    if data[4] != elf::ELFCLASS64 {
+        return Err(Error::Unsupported("32-bit ELF files".into()));
+    }
+    if data[5] != elf::ELFDATA2LSB {
+        return Err(Error::Unsupported("big-endian ELF files".into()));
+    }
+    Ok(Header::parse(data)?)
+}
+
+/// A note's fields before addresses are resolved.
+struct RawSite {
+    location: u64,
+    base: u64,
+    semaphore: u64,
+    provider: String,
+    name: String,
+    args_text: String,
+    args: Vec<Arg>,
+}
+
+enum DescError {
+    Note(String),
+    Args(Error),
+}
+
+fn parse_desc(desc: &[u8], endian: Endianness, machine: Machine) -> Result<RawSite, DescError> {
+    use object::Endian;
+    let bad = |s: &str| DescError::Note(s.into());
+    if desc.len() < 24 {
+        return Err(bad(
+            "its descriptor is shorter than the three 8-byte addresses",
+        ));
+    }
+    let word = |i: usize| {
+        let mut b = [0; 8];
+        b.copy_from_slice(&desc[i * 8..i * 8 + 8]);
+        endian.read_u64_bytes(b)
+    };
+    let mut strings = desc[24..].split(|b| *b == 0);
+    let mut next = |what: &str, max: usize| -> Result<String, DescError> {
+        let s = strings.next().unwrap_or_default();
+        if s.len() > max {
+            return Err(DescError::Note(format!(
+                "its {what} is longer than {max} bytes"
+            )));
+        }
+        String::from_utf8(s.to_vec())
+            .map_err(|_| DescError::Note(format!("its {what} is not UTF-8")))
+    };
+    let provider = next("provider", MAX_NAME)?;
+    let name = next("probe name", MAX_NAME)?;
+    let args_text = next("argument string", crate::arg::MAX_ARGS_TEXT)?;
+    // Three strings need three NULs; `split` yields a final piece after the last one.
+    if desc[24..].iter().filter(|b| **b == 0).count() < 3 {
+        return Err(bad(
+            "its provider, name and arguments are not three NUL-terminated strings",
+        ));
+    }
+    if provider.is_empty() || name.is_empty() {
+        return Err(bad("its provider or probe name is empty"));
+    }
+    let args = parse_args(&args_text, machine).map_err(DescError::Args)?;
+    Ok(RawSite {
+        location: word(0),
+        base: word(1),
+        semaphore: word(2),
+        provider,
+        name,
+        args_text,
+        args,
+    })
+}
+
+impl RawSite {
+    fn into_site(self, probes: &ElfProbes, stapsdt_base: Option<u64>, data: &[u8]) -> Site {
+        // sys/sdt.h: shift by (.stapsdt.base address - Base) when they differ.
+        let shift = stapsdt_base.map_or(0, |b| b.wrapping_sub(self.base));
+        let location = self.location.wrapping_add(shift);
+        let semaphore = (self.semaphore != 0).then(|| self.semaphore.wrapping_add(shift));
+        let location_offset = probes.file_offset(location);
+        let bytes =
+            location_offset.map_or_else(Vec::new, |off| site_bytes(probes, location, off, data));
+        Site {
+            provider: self.provider,
+            name: self.name,
+            location,
+            location_offset,
+            note_base: self.base,
+            stapsdt_base,
+            semaphore,
+            semaphore_offset: semaphore.and_then(|s| probes.file_offset(s)),
+            args_text: self.args_text,
+            args: self.args,
+            layout: SiteLayout::from_bytes(&bytes, probes.machine),
+            bytes,
+        }
+    }
+}
+
+/// Up to [`SITE_BYTES`] bytes at `offset`, within the segment's file bytes.
+fn site_bytes(probes: &ElfProbes, location: u64, offset: u64, data: &[u8]) -> Vec<u8> {
+    let in_segment = probes.segments.iter().find_map(|s| {
+        let delta = location.checked_sub(s.vaddr)?;
+        (delta < s.filesz).then(|| s.filesz - delta)
+    });
+    let len = in_segment.unwrap_or(0).min(SITE_BYTES as u64) as usize;
+    let Ok(start) = usize::try_from(offset) else {
+        return vec![];
+    };
+    data.get(start..)
+        .map(|d| d[..len.min(d.len())].to_vec())
+        .unwrap_or_default()
+}

@@ -1,0 +1,173 @@
+//! The note reader against `readelf -n` and against damaged files.
+
+mod common;
+
+use common::{cdemo, readelf_notes};
+use usdt_trace::{read_file, read_sites, Error, Operand, Reg, Reg64, RegWidth, SiteLayout};
+
+fn cdemo_bytes() -> Vec<u8> {
+    std::fs::read(cdemo()).unwrap()
+}
+
+#[test]
+fn c_probes_agree_with_readelf() {
+    let path = cdemo();
+    let sites = read_file(&path).unwrap();
+    let notes = readelf_notes(&path);
+    assert_eq!(sites.len(), notes.len());
+    assert!(sites.len() >= 2);
+    for (site, note) in sites.iter().zip(&notes) {
+        assert_eq!(site.provider, note.provider);
+        assert_eq!(site.name, note.name);
+        assert_eq!(site.note_base, note.base);
+        // cc leaves .stapsdt.base where the note says: no shift.
+        assert_eq!(site.stapsdt_base, Some(note.base));
+        assert_eq!(site.location, note.location);
+        assert_eq!(site.semaphore.unwrap_or(0), note.semaphore);
+        assert_eq!(site.args_text, note.args);
+        let args: Vec<String> = site.args.iter().map(ToString::to_string).collect();
+        assert_eq!(args.join(" "), note.args);
+        // sys/sdt.h sites are one nop.
+        assert_eq!(site.layout, SiteLayout::Nop);
+        assert_eq!(site.bytes.first(), Some(&0x90));
+        assert_eq!(site.bytes.len(), 11);
+    }
+    let plain = sites.iter().find(|s| s.name == "plain").unwrap();
+    assert_eq!((plain.semaphore, plain.semaphore_offset), (None, None));
+    assert_eq!(plain.args.len(), 3);
+    assert_eq!((plain.args[0].size, plain.args[0].signed), (8, true));
+    assert_eq!((plain.args[1].size, plain.args[1].signed), (4, true));
+    assert_eq!((plain.args[2].size, plain.args[2].signed), (1, false));
+    let guarded = sites.iter().find(|s| s.name == "guarded").unwrap();
+    let sem = guarded.semaphore.unwrap();
+    let sem_off = guarded.semaphore_offset.unwrap();
+    // The semaphore's bytes in the file are the initial 0 of `.probes`.
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[sem_off as usize..][..2], &[0, 0]);
+    assert_eq!(sem_off % 4096, sem % 4096);
+    let loc_off = guarded.location_offset.unwrap() as usize;
+    assert_eq!(bytes[loc_off], 0x90);
+}
+
+#[test]
+fn a_moved_base_shifts_location_and_semaphore() {
+    let mut bytes = cdemo_bytes();
+    let before = read_sites(&bytes).unwrap();
+    let guarded = before.iter().find(|s| s.name == "guarded").unwrap();
+    // Rewrite the note's Base to 0x10 below `.stapsdt.base`, as if the file had
+    // been moved by 0x10 after linking.
+    let pos = find_note_words(&bytes, guarded.location, guarded.note_base).expect("note found");
+    let new_base = guarded.note_base - 0x10;
+    bytes[pos + 8..pos + 16].copy_from_slice(&new_base.to_le_bytes());
+    let after = read_sites(&bytes).unwrap();
+    let moved = after.iter().find(|s| s.name == "guarded").unwrap();
+    assert_eq!(moved.note_base, new_base);
+    assert_eq!(moved.location, guarded.location + 0x10);
+    assert_eq!(moved.semaphore, guarded.semaphore.map(|s| s + 0x10));
+}
+
+/// The position of the note descriptor starting with Location and Base.
+fn find_note_words(bytes: &[u8], location: u64, base: u64) -> Option<usize> {
+    let mut pattern = location.to_le_bytes().to_vec();
+    pattern.extend(base.to_le_bytes());
+    bytes.windows(16).position(|w| w == pattern)
+}
+
+#[test]
+fn files_that_are_not_64_bit_little_endian_elf_are_errors() {
+    assert!(matches!(read_sites(b""), Err(Error::NotElf)));
+    assert!(matches!(
+        read_sites(b"#!/bin/sh\necho hi\n"),
+        Err(Error::NotElf)
+    ));
+    let mut bytes = cdemo_bytes();
+    bytes[4] = 1; // ELFCLASS32
+    let e = read_sites(&bytes).unwrap_err();
+    assert_eq!(e.to_string(), "32-bit ELF files are not supported");
+    bytes[4] = 2;
+    bytes[5] = 2; // ELFDATA2MSB
+    assert_eq!(
+        read_sites(&bytes).unwrap_err().to_string(),
+        "big-endian ELF files are not supported"
+    );
+    bytes[5] = 1;
+    bytes[18] = 40; // EM_ARM
+    assert!(matches!(read_sites(&bytes), Err(Error::Unsupported(_))));
+}
+
+#[test]
+fn a_file_without_notes_has_no_sites() {
+    let sites = read_file("/proc/self/exe").unwrap();
+    assert!(sites.is_empty());
+    assert!(matches!(read_file("/no/such/file"), Err(Error::Io { .. })));
+    assert_eq!(
+        read_file("/no/such/file").unwrap_err().to_string(),
+        "/no/such/file does not exist"
+    );
+}
+
+#[test]
+fn unknown_registers_are_errors() {
+    let mut bytes = cdemo_bytes();
+    let pos = bytes.windows(8).position(|w| w == b"-8@%rax\0").unwrap();
+    bytes[pos + 5] = b'q';
+    let e = read_sites(&bytes).unwrap_err();
+    assert!(matches!(e, Error::BadArgs { .. }), "{e}");
+    assert!(e.to_string().contains("-8@%rqx"), "{e}");
+}
+
+#[test]
+fn damaged_notes_are_errors_not_panics() {
+    let bytes = cdemo_bytes();
+    let path = cdemo();
+    let sites = read_file(path).unwrap();
+    let pos = find_note_words(&bytes, sites[0].location, sites[0].note_base).unwrap();
+    // The note header (namesz, descsz, type, "stapsdt\0") is 20 bytes before the descriptor.
+    let header = pos - 20;
+    let mut damaged = bytes.clone();
+    damaged[header + 4..header + 8].copy_from_slice(&0xffff_fff0u32.to_le_bytes()); // descsz
+    assert!(matches!(
+        read_sites(&damaged),
+        Err(Error::BadNote { index: 0, .. })
+    ));
+    let mut damaged = bytes.clone();
+    damaged[header + 4..header + 8].copy_from_slice(&20u32.to_le_bytes());
+    let e = read_sites(&damaged).unwrap_err();
+    assert!(
+        e.to_string().starts_with("stapsdt note 0 is malformed"),
+        "{e}"
+    );
+    // No NUL at all after the addresses.
+    let mut damaged = bytes.clone();
+    let desc_len = u32::from_le_bytes(bytes[header + 4..header + 8].try_into().unwrap()) as usize;
+    damaged[pos + 24..pos + desc_len].fill(b'a');
+    assert!(matches!(read_sites(&damaged), Err(Error::BadNote { .. })));
+    // Every single-byte change of the notes and every truncation is survived.
+    for i in header..header + 0x94 {
+        for value in [0, 0x7f, 0xff] {
+            let mut damaged = bytes.clone();
+            damaged[i] = value;
+            let _ = read_sites(&damaged);
+        }
+    }
+    for len in (0..bytes.len()).step_by(7) {
+        let _ = read_sites(&bytes[..len]);
+    }
+}
+
+#[test]
+fn registers_name_the_full_register() {
+    let sites = read_sites(&cdemo_bytes()).unwrap();
+    let plain = sites.iter().find(|s| s.name == "plain").unwrap();
+    let Operand::Register(reg) = plain.args[2].operand else {
+        panic!("{:?}", plain.args[2])
+    };
+    assert_eq!(
+        reg,
+        Reg {
+            reg: Reg64::Rax,
+            width: RegWidth::Low8
+        }
+    );
+    assert_eq!(reg.to_string(), "%al");
+}
