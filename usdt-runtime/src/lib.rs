@@ -11,6 +11,8 @@
 extern crate alloc;
 
 mod arg;
+mod features;
+pub use features::*;
 mod strbuf;
 
 pub use arg::ProbeArg;

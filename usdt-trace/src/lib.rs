@@ -21,6 +21,7 @@ mod note;
 pub use arg::{parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, MAX_ARGS, MAX_ARGS_TEXT};
 pub use error::Error;
 pub use note::{
-    read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site, SiteLayout,
+    layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,
     MAX_NAME, NT_STAPSDT, SITE_BYTES,
 };
+pub use usdt_runtime::{KernelFeatures, SiteLayout, UprobeSyscall};

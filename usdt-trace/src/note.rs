@@ -17,7 +17,7 @@ use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 use object::Endianness;
 
 use crate::arg::{parse_args, Arg, Machine};
-use crate::Error;
+use crate::{Error, SiteLayout};
 
 type Header = elf::FileHeader64<Endianness>;
 
@@ -36,53 +36,21 @@ const NOP_NOP10: [u8; 11] = [
 ];
 const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
 
-/// The instructions at a site's Location.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SiteLayout {
-    /// `nop; nop5` (`90 0f 1f 44 00 00`): what this project emits by default;
-    /// Linux 6.18 to 7.2 optimize a uprobe at Location + 1.
-    NopNop5,
-    /// `nop; nop10` (`90 66 2e 0f 1f 84 00 00 00 00 00`): the 7.3 series
-    /// optimizes a uprobe at Location + 1.
-    NopNop10,
-    /// A single `nop` (x86 `90`, aarch64 `d503201f`), as sys/sdt.h emits.
-    Nop,
-    /// Anything else, or bytes that could not be read.
-    Other,
-}
-
-impl SiteLayout {
-    /// Classifies the bytes found at Location.
-    pub fn from_bytes(bytes: &[u8], machine: Machine) -> SiteLayout {
-        match machine {
-            Machine::X86_64 if bytes.starts_with(&NOP_NOP10) => SiteLayout::NopNop10,
-            Machine::X86_64 if bytes.starts_with(&NOP_NOP5) => SiteLayout::NopNop5,
-            Machine::X86_64 if bytes.first() == Some(&0x90) => SiteLayout::Nop,
-            Machine::Aarch64 if bytes.starts_with(&AARCH64_NOP) => SiteLayout::Nop,
-            _ => SiteLayout::Other,
-        }
-    }
-
-    /// Whether a long nop follows the first nop, so that a uprobe may sit at
-    /// Location + 1.
-    pub fn has_long_nop(self) -> bool {
-        matches!(self, SiteLayout::NopNop5 | SiteLayout::NopNop10)
-    }
-
-    /// A short name: `nop;nop5`, `nop;nop10`, `nop`, `other`.
-    pub fn name(self) -> &'static str {
-        match self {
-            SiteLayout::NopNop5 => "nop;nop5",
-            SiteLayout::NopNop10 => "nop;nop10",
-            SiteLayout::Nop => "nop",
-            SiteLayout::Other => "other",
-        }
-    }
-}
-
-impl std::fmt::Display for SiteLayout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+/// Classifies the bytes found at a site's Location.
+///
+/// ```
+/// use usdt_trace::{layout_of, Machine, SiteLayout};
+/// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x44, 0, 0, 0xc3], Machine::X86_64), SiteLayout::NopNop5);
+/// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x40, 0], Machine::X86_64), SiteLayout::Nop);
+/// assert_eq!(layout_of(&[], Machine::X86_64), SiteLayout::Other);
+/// ```
+pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
+    match machine {
+        Machine::X86_64 if bytes.starts_with(&NOP_NOP10) => SiteLayout::NopNop10,
+        Machine::X86_64 if bytes.starts_with(&NOP_NOP5) => SiteLayout::NopNop5,
+        Machine::X86_64 if bytes.first() == Some(&0x90) => SiteLayout::Nop,
+        Machine::Aarch64 if bytes.starts_with(&AARCH64_NOP) => SiteLayout::Nop,
+        _ => SiteLayout::Other,
     }
 }
 
@@ -345,7 +313,7 @@ impl RawSite {
             semaphore_offset: semaphore.and_then(|s| probes.file_offset(s)),
             args_text: self.args_text,
             args: self.args,
-            layout: SiteLayout::from_bytes(&bytes, probes.machine),
+            layout: layout_of(&bytes, probes.machine),
             bytes,
         }
     }
