@@ -1,11 +1,35 @@
+//! The procedural macros of `usdt`: `#[usdt::provider]` and `usdt::probe!`.
+//!
+//! Use them through the `usdt` crate, which re-exports them and holds the
+//! runtime items their expansions name (`::usdt::__private`).
+//!
+//! One stage per file: [`ast`] parses, [`valid`] checks, [`types`] maps argument
+//! types to register operands, [`site`] writes the probe site and its note,
+//! [`expand`] generates the provider module, [`adhoc`] the ad-hoc probe, and
+//! [`fallback`] the skeleton emitted beside errors.
+
+mod adhoc;
+mod ast;
+mod expand;
+mod fallback;
+mod site;
+mod types;
+mod valid;
+
 use proc_macro::TokenStream;
 
+/// Declares a provider: a module of probe declarations.
+///
+/// See the `usdt` crate's documentation.
 #[proc_macro_attribute]
-pub fn provider(_args: TokenStream, input: TokenStream) -> TokenStream {
-    input
+pub fn provider(args: TokenStream, input: TokenStream) -> TokenStream {
+    expand::provider(args.into(), input.into()).into()
 }
 
+/// Fires an ad-hoc probe: `usdt::probe!(provider, name, args...)`.
+///
+/// See the `usdt` crate's documentation.
 #[proc_macro]
-pub fn probe(_input: TokenStream) -> TokenStream {
-    TokenStream::new()
+pub fn probe(input: TokenStream) -> TokenStream {
+    adhoc::probe(input.into()).into()
 }

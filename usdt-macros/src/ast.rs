@@ -1,0 +1,144 @@
+//! Parsing: the attribute's arguments and the provider module, into an
+//! internal representation that keeps the syntax nodes for spans.
+
+use proc_macro2::{Span, TokenStream};
+use syn::spanned::Spanned;
+use syn::{Attribute, FnArg, Ident, Item, ItemFn, ItemMod, LitStr, Pat, Type, Visibility};
+
+/// A provider or probe name, with the span of the syntax it came from.
+pub struct Name {
+    pub value: String,
+    pub span: Span,
+}
+
+impl Name {
+    pub fn from_ident(ident: &Ident) -> Self {
+        let text = ident.to_string();
+        let value = text.strip_prefix("r#").unwrap_or(&text).to_owned();
+        Name {
+            value,
+            span: ident.span(),
+        }
+    }
+}
+
+/// `#[usdt::provider(name = "...")]`.
+#[derive(Default)]
+pub struct Args {
+    pub name: Option<LitStr>,
+}
+
+impl Args {
+    pub fn parse(tokens: TokenStream) -> syn::Result<Self> {
+        let mut args = Args::default();
+        let parser = syn::meta::parser(|meta| {
+            if meta.path.is_ident("name") {
+                if args.name.is_some() {
+                    return Err(meta.error("duplicate `name`: write `name = \"...\"` once"));
+                }
+                args.name = Some(meta.value()?.parse()?);
+                Ok(())
+            } else {
+                Err(meta.error(
+                    "unknown provider option: the only option is `name = \"...\"`",
+                ))
+            }
+        });
+        syn::parse::Parser::parse2(parser, tokens)?;
+        Ok(args)
+    }
+}
+
+/// The provider module.
+pub struct Provider {
+    pub attrs: Vec<Attribute>,
+    pub vis: Visibility,
+    pub ident: Ident,
+    pub name: Name,
+    pub probes: Vec<Probe>,
+    /// Items of the module that are not probe declarations (each an error).
+    pub others: Vec<Item>,
+}
+
+/// One probe declaration: `fn name(arg: Type, ...) {}`.
+pub struct Probe {
+    pub item: ItemFn,
+    pub name: Name,
+    pub args: Vec<ArgDecl>,
+}
+
+/// One declared argument.
+pub struct ArgDecl {
+    /// The argument's name, when its pattern is a plain identifier.
+    pub ident: Option<Ident>,
+    pub ty: Type,
+    /// The span of the whole `name: Type`.
+    pub span: Span,
+}
+
+impl Provider {
+    /// Parses the module; the only error here is input that is not an inline
+    /// module at all (everything else is collected by `valid`).
+    pub fn parse(args: &Args, input: TokenStream) -> syn::Result<Self> {
+        let module: ItemMod = syn::parse2(input).map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                "#[usdt::provider] belongs on a module: `mod name { fn probe(arg: u64) {} }`",
+            )
+        })?;
+        let Some((_, items)) = module.content else {
+            return Err(syn::Error::new(
+                module.semi.span(),
+                "a provider module needs its probes inline: write `mod name { fn probe(arg: u64) {} }`",
+            ));
+        };
+        let name = match &args.name {
+            Some(lit) => Name {
+                value: lit.value(),
+                span: lit.span(),
+            },
+            None => Name::from_ident(&module.ident),
+        };
+        let mut probes = Vec::new();
+        let mut others = Vec::new();
+        for item in items {
+            match item {
+                Item::Fn(item) => probes.push(Probe::new(item)),
+                other => others.push(other),
+            }
+        }
+        Ok(Provider {
+            attrs: module.attrs,
+            vis: module.vis,
+            ident: module.ident,
+            name,
+            probes,
+            others,
+        })
+    }
+}
+
+impl Probe {
+    fn new(item: ItemFn) -> Self {
+        let name = Name::from_ident(&item.sig.ident);
+        let args = item
+            .sig
+            .inputs
+            .iter()
+            .filter_map(|input| match input {
+                FnArg::Typed(pat) => Some(ArgDecl {
+                    ident: match &*pat.pat {
+                        Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+                            Some(p.ident.clone())
+                        }
+                        _ => None,
+                    },
+                    ty: (*pat.ty).clone(),
+                    span: pat.span(),
+                }),
+                FnArg::Receiver(_) => None,
+            })
+            .collect();
+        Probe { item, name, args }
+    }
+}

@@ -1,0 +1,260 @@
+//! Code generation for `#[usdt::provider]`.
+
+use crate::ast::{Args, Probe, Provider};
+use crate::site::{self, Site};
+use crate::types::ArgType;
+use crate::valid::{self, Errors};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, ToTokens};
+use syn::Visibility;
+
+pub fn provider(args: TokenStream, input: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let args = Args::parse(args).unwrap_or_else(|e| {
+        errors.push(e);
+        Args::default()
+    });
+    let provider = match Provider::parse(&args, input) {
+        Ok(provider) => provider,
+        Err(e) => {
+            errors.push(e);
+            return errors_tokens(errors);
+        }
+    };
+    let types = valid::check(&provider, &mut errors);
+    match errors.into_result() {
+        Ok(()) => {
+            let types: Vec<Vec<ArgType>> = types.into_iter().flatten().collect();
+            module(&provider, &types)
+        }
+        Err(e) => {
+            let skeleton = crate::fallback::module(&provider);
+            let e = e.to_compile_error();
+            quote!(#skeleton #e)
+        }
+    }
+}
+
+fn errors_tokens(errors: Errors) -> TokenStream {
+    match errors.into_result() {
+        Ok(()) => TokenStream::new(),
+        Err(e) => e.to_compile_error(),
+    }
+}
+
+/// The name of the crate being compiled, as cargo passes it to rustc.
+fn crate_name() -> String {
+    std::env::var("CARGO_CRATE_NAME").unwrap_or_else(|_| "crate".to_owned())
+}
+
+fn module(provider: &Provider, types: &[Vec<ArgType>]) -> TokenStream {
+    let Provider {
+        attrs, vis, ident, ..
+    } = provider;
+    let krate = crate_name();
+    let probes = provider
+        .probes
+        .iter()
+        .zip(types)
+        .map(|(probe, types)| probe_items(provider, probe, types, &krate));
+    quote! {
+        #(#attrs)*
+        #vis mod #ident {
+            #(#probes)*
+        }
+    }
+}
+
+/// The call site's view of one probe's arguments.
+struct Binding<'a> {
+    /// `__usdt_aN`: the argument as the caller passed it, typed.
+    local: syn::Ident,
+    /// What the site receives: the local itself, or a staged string's address.
+    reg: syn::Ident,
+    ty: &'a ArgType,
+}
+
+fn probe_items(provider: &Provider, probe: &Probe, types: &[ArgType], krate: &str) -> TokenStream {
+    let name = &probe.item.sig.ident;
+    let symbol = site::semaphore_symbol(krate, &provider.name.value, &probe.name.value);
+    let semaphore = site::semaphore_def(&symbol);
+    let enabled_name = format_ident!("{}_enabled", probe.name.value, span = name.span());
+    let enabled_vis = match &probe.item.vis {
+        Visibility::Public(_) => quote!(pub),
+        _ => quote!(pub(crate)),
+    };
+    let enabled = site::semaphore_fn(&symbol, &enabled_name, enabled_vis);
+    let site_fn = site::site_fn(&Site {
+        provider: &provider.name.value,
+        name: &probe.name.value,
+        semaphore: Some(&symbol),
+        nargs: types.len(),
+    });
+    let on_fn = site::semaphore_fn(&symbol, &format_ident!("__usdt_on"), quote!());
+    let bindings: Vec<Binding> = types
+        .iter()
+        .enumerate()
+        .map(|(i, ty)| Binding {
+            local: format_ident!("__usdt_a{i}"),
+            reg: if ty.is_str() {
+                format_ident!("__usdt_r{i}")
+            } else {
+                format_ident!("__usdt_a{i}")
+            },
+            ty,
+        })
+        .collect();
+    let any_str = types.iter().any(ArgType::is_str);
+    let eager = eager_arm(&bindings, &site_fn, &on_fn, any_str);
+    let lazy = lazy_arms(&bindings, &site_fn, &on_fn);
+    let usage = usage_error(provider, probe);
+    let docs = probe.item.attrs.iter().filter(|a| a.path().is_ident("doc"));
+    let signature = signature(probe);
+    let macro_doc = format!(
+        " Fires the probe `{}:{}`{signature}: eager `{}!(args...)`, or lazy `{}!(|| (args...))` (the closure runs only while a tracer is attached).",
+        provider.name.value, probe.name.value, probe.name.value, probe.name.value
+    );
+    let enabled_doc = format!(
+        " Whether a tracer is attached to `{}:{}` now (its semaphore is non-zero).",
+        provider.name.value, probe.name.value
+    );
+    quote! {
+        #semaphore
+
+        #(#docs)*
+        #[doc = ""]
+        #[doc = #macro_doc]
+        #[allow(unused_macros)]
+        macro_rules! #name {
+            #lazy
+            #eager
+            ($($__usdt_other:tt)*) => { ::core::compile_error!(#usage) };
+        }
+        #[allow(unused_imports)]
+        pub(crate) use #name;
+
+        #[doc = #enabled_doc]
+        #enabled
+    }
+}
+
+/// `(id: u64, path: &str)`, for messages and docs.
+fn signature(probe: &Probe) -> String {
+    let args: Vec<String> = probe
+        .args
+        .iter()
+        .map(|a| {
+            let name = a
+                .ident
+                .as_ref()
+                .map_or("_".to_owned(), ToString::to_string);
+            let ty = a.ty.to_token_stream().to_string().replace("& ", "&");
+            format!("{name}: {ty}")
+        })
+        .collect();
+    format!("({})", args.join(", "))
+}
+
+fn usage_error(provider: &Provider, probe: &Probe) -> String {
+    let n = probe.args.len();
+    let names: Vec<String> = probe
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| a.ident.as_ref().map_or(format!("arg{i}"), ToString::to_string))
+        .collect();
+    let list = names.join(", ");
+    let tuple = if n == 1 { list.clone() } else { format!("({list})") };
+    format!(
+        "`{}::{}!` takes {n} argument{} {}: write `{}!({list})`, or `{}!(|| {tuple})` to compute them only while traced",
+        provider.ident,
+        probe.name.value,
+        if n == 1 { "" } else { "s" },
+        signature(probe),
+        probe.name.value,
+        probe.name.value,
+    )
+}
+
+/// `let`s that stage string arguments: only when `on`, else a null pointer.
+fn staging(bindings: &[Binding], on: TokenStream) -> TokenStream {
+    let staged = bindings.iter().filter(|b| b.ty.is_str()).map(|b| {
+        let Binding { local, reg, .. } = b;
+        let buf = format_ident!("{}_buf", reg);
+        quote! {
+            let mut #buf = ::usdt::__private::StrBuf::new();
+            let #reg: u64 = if #on {
+                ::usdt::__private::StrArg::stage(&#local, &mut #buf)
+            } else {
+                0
+            };
+        }
+    });
+    quote!(#(#staged)*)
+}
+
+fn eager_arm(
+    bindings: &[Binding],
+    site_fn: &TokenStream,
+    on_fn: &TokenStream,
+    any_str: bool,
+) -> TokenStream {
+    let params = bindings.iter().map(|b| format_ident!("{}", b.local));
+    let lets = bindings.iter().map(|b| {
+        let (local, binding) = (&b.local, b.ty.binding());
+        let param = format_ident!("{}", local.to_string().replace("__usdt_a", "a"));
+        quote!(let #local: #binding = $#param;)
+    });
+    let regs = bindings.iter().map(|b| &b.reg);
+    // Only a probe with strings reads its semaphore: every other eager site is
+    // the nops alone, without a branch.
+    let prepare = if any_str {
+        let staging = staging(bindings, quote!(__usdt_on));
+        quote! {
+            #on_fn
+            let __usdt_on = __usdt_on();
+            #staging
+        }
+    } else {
+        TokenStream::new()
+    };
+    let params: Vec<_> = params
+        .map(|p| format_ident!("{}", p.to_string().replace("__usdt_a", "a")))
+        .collect();
+    quote! {
+        (#($#params:expr),* $(,)?) => {{
+            #(#lets)*
+            #site_fn
+            #prepare
+            __usdt_site(#(#regs),*);
+        }};
+    }
+}
+
+fn lazy_arms(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -> TokenStream {
+    let locals: Vec<_> = bindings.iter().map(|b| &b.local).collect();
+    let tys: Vec<_> = bindings.iter().map(|b| b.ty.binding()).collect();
+    let pattern = match locals.as_slice() {
+        [one] => quote!(#one: #(#tys)*),
+        _ => quote!((#(#locals),*): (#(#tys),*)),
+    };
+    let staging = staging(bindings, quote!(true));
+    let regs: Vec<_> = bindings.iter().map(|b| &b.reg).collect();
+    let body = |closure: TokenStream| {
+        quote! {{
+            #on_fn
+            if __usdt_on() {
+                let #pattern = (#closure)();
+                #staging
+                #site_fn
+                __usdt_site(#(#regs),*);
+            }
+        }}
+    };
+    let plain = body(quote!(|| $($__usdt_body)+));
+    let moving = body(quote!(move || $($__usdt_body)+));
+    quote! {
+        (|| $($__usdt_body:tt)+) => #plain;
+        (move || $($__usdt_body:tt)+) => #moving;
+    }
+}

@@ -1,0 +1,299 @@
+//! The probe site and its note: the one assembly template every probe uses.
+//!
+//! ```text
+//! 990:  90                 nop     <- the note's Location: every tracer may attach here
+//!       0f 1f 44 00 00     nop5    <- Location + 1: where the kernel optimizes a uprobe
+//!                                     (feature `nop10`: 66 2e 0f 1f 84 00 00 00 00 00)
+//!
+//! .note.stapsdt (one note per emitted site, exactly as sys/sdt.h writes it):
+//!       namesz = 8, descsz, type = 3 (NT_STAPSDT), "stapsdt\0", padding to 4
+//!       Location   8 bytes   address of the nop (990b)
+//!       Base       8 bytes   address of .stapsdt.base, for prelink-style adjustment
+//!       Semaphore  8 bytes   address of the probe's 2-byte counter, or 0
+//!       "provider\0" "name\0" "SIZE@REG SIZE@REG ...\0", padding to 4
+//! ```
+//!
+//! The generated code picks the architecture with `#[cfg]` in the expansion,
+//! never by looking at the host the macro runs on.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+/// The targets with a site: 64-bit ELF targets whose assembler takes GNU syntax.
+fn os_cfg() -> TokenStream {
+    quote!(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly",
+        target_os = "illumos",
+        target_os = "solaris"
+    ))
+}
+
+pub fn x86_64_cfg() -> TokenStream {
+    let os = os_cfg();
+    quote!(all(target_arch = "x86_64", #os))
+}
+
+pub fn aarch64_cfg() -> TokenStream {
+    let os = os_cfg();
+    quote!(all(target_arch = "aarch64", #os))
+}
+
+/// The targets without a site: probes compile to nothing but their arguments.
+pub fn unsupported_cfg() -> TokenStream {
+    let (x, a) = (x86_64_cfg(), aarch64_cfg());
+    quote!(not(any(#x, #a)))
+}
+
+/// What one site is: the strings of its note.
+pub struct Site<'a> {
+    pub provider: &'a str,
+    pub name: &'a str,
+    /// The semaphore's symbol (provider probes), or `None` (ad-hoc probes).
+    pub semaphore: Option<&'a str>,
+    pub nargs: usize,
+}
+
+/// The symbol of a provider probe's semaphore. Hidden and merged by name within
+/// one linked object, distinct across crates: the defining crate's name is part
+/// of it (`.` cannot occur in any of the parts, so no two triples collide).
+pub fn semaphore_symbol(krate: &str, provider: &str, probe: &str) -> String {
+    format!("__usdt_sema.{krate}.{provider}.{probe}")
+}
+
+/// `fn __usdt_site<A0: ProbeArg, ..>(a0: A0, ..)`: the site, inlined into each
+/// caller, so that every emitted copy carries its own note.
+pub fn site_fn(site: &Site) -> TokenStream {
+    let arg = quote!(::usdt::__private::ProbeArg);
+    let tys: Vec<_> = (0..site.nargs).map(|i| format_ident!("A{i}")).collect();
+    let vals: Vec<_> = (0..site.nargs).map(|i| format_ident!("a{i}")).collect();
+    let sizes: Vec<_> = (0..site.nargs).map(|i| format_ident!("s{i}")).collect();
+    let widths: Vec<_> = (0..site.nargs).map(|i| format_ident!("w{i}")).collect();
+    let x86 = lines(&x86_64_template(site));
+    let arm = lines(&aarch64_template(site));
+    let (x86_cfg, arm_cfg, none_cfg) = (x86_64_cfg(), aarch64_cfg(), unsupported_cfg());
+    quote! {
+        #[inline(always)]
+        #[allow(clippy::too_many_arguments, clippy::needless_pass_by_value)]
+        fn __usdt_site<#(#tys: #arg),*>(#(#vals: #tys),*) {
+            // SAFETY: the template is two nops, which change no register, flag or
+            // memory, and a note in a non-allocated section. Options: no `nostack`
+            // (the kernel's optimized path turns the long nop into a `call`,
+            // which writes below the stack pointer, so the compiler must keep
+            // nothing in the red zone here); no `nomem`/`readonly` (a tracer reads
+            // the pointees of pointer arguments, and a debugger may write
+            // memory, so stores before the site must happen); no
+            // `preserves_flags` (what runs at the site while traced is the
+            // kernel's business, and promising nothing costs nothing).
+            #[cfg(#x86_cfg)]
+            unsafe {
+                ::core::arch::asm!(
+                    #(#x86,)*
+                    #(#vals = in(reg) #arg::value(&#vals),
+                      #sizes = const <#tys as #arg>::SIZE,
+                      #widths = const <#tys as #arg>::WIDTH,)*
+                    options(att_syntax)
+                );
+            }
+            // SAFETY: as above: one `nop` and a note; same choice of options.
+            #[cfg(#arm_cfg)]
+            unsafe {
+                ::core::arch::asm!(
+                    #(#arm,)*
+                    #(#vals = in(reg) #arg::value(&#vals),
+                      #sizes = const <#tys as #arg>::SIZE,)*
+                    options()
+                );
+            }
+            #[cfg(#none_cfg)]
+            {
+                let _ = (#(#vals,)*);
+            }
+        }
+    }
+}
+
+fn lines(lines: &[String]) -> Vec<syn::LitStr> {
+    lines
+        .iter()
+        .map(|l| syn::LitStr::new(l, proc_macro2::Span::call_site()))
+        .collect()
+}
+
+fn x86_64_template(site: &Site) -> Vec<String> {
+    let long_nop = if cfg!(feature = "nop10") {
+        ".byte 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00"
+    } else {
+        ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00"
+    };
+    // The bytes are spelled out: an assembler is free to shorten a mnemonic
+    // `nopl 0x0(%rax,%rax,1)`, and the kernel optimizes only these encodings.
+    let mut l = vec!["990: .byte 0x90".to_owned(), long_nop.to_owned()];
+    note(&mut l, site, "@", |i| {
+        // The register at the argument's exact width: `.if` on the width
+        // constant picks the operand modifier (al, ax, eax, rax).
+        vec![
+            format!(".if {{w{i}}} == 1"),
+            format!(".ascii \"{{s{i}}}@{{a{i}:l}}\""),
+            format!(".elseif {{w{i}}} == 2"),
+            format!(".ascii \"{{s{i}}}@{{a{i}:x}}\""),
+            format!(".elseif {{w{i}}} == 4"),
+            format!(".ascii \"{{s{i}}}@{{a{i}:e}}\""),
+            ".else".to_owned(),
+            format!(".ascii \"{{s{i}}}@{{a{i}:r}}\""),
+            ".endif".to_owned(),
+        ]
+    });
+    l
+}
+
+fn aarch64_template(site: &Site) -> Vec<String> {
+    let mut l = vec!["990: nop".to_owned()];
+    // Consumers name aarch64 registers by their 64-bit `x` form, with the size
+    // before the `@` telling how many low bytes hold the value.
+    note(&mut l, site, "%", |i| {
+        vec![format!(".ascii \"{{s{i}}}@{{a{i}:x}}\"")]
+    });
+    l
+}
+
+/// Appends the note (and `.stapsdt.base`) to a site's template. `ty` is the
+/// prefix of section types (`@` on x86-64, `%` where `@` starts a comment).
+fn note(l: &mut Vec<String>, site: &Site, ty: &str, arg: impl Fn(usize) -> Vec<String>) {
+    let semaphore = site.semaphore.unwrap_or("0");
+    l.extend([
+        // A section of its own kind: not allocated, so it costs the program nothing.
+        format!(".pushsection .note.stapsdt, \"\", {ty}note"),
+        ".balign 4".to_owned(),
+        // Note header: name size, descriptor size, NT_STAPSDT.
+        ".4byte 992f - 991f, 994f - 993f, 3".to_owned(),
+        "991: .asciz \"stapsdt\"".to_owned(),
+        "992: .balign 4".to_owned(),
+        // Location: the first nop of this copy of the site.
+        "993: .8byte 990b".to_owned(),
+        // Base: consumers compare it with .stapsdt.base to detect relocation.
+        ".8byte _.stapsdt.base".to_owned(),
+        format!(".8byte {semaphore}"),
+        format!(".asciz \"{}\"", site.provider),
+        format!(".asciz \"{}\"", site.name),
+    ]);
+    for i in 0..site.nargs {
+        if i > 0 {
+            l.push(".ascii \" \"".to_owned());
+        }
+        l.extend(arg(i));
+    }
+    l.extend([
+        // The argument string's NUL.
+        ".byte 0".to_owned(),
+        "994: .balign 4".to_owned(),
+        ".popsection".to_owned(),
+        // .stapsdt.base: one byte, defined once per object file (`.ifndef`)
+        // and once per linked object (a COMDAT group), hidden, and retained
+        // ("R") so `--gc-sections` keeps it although only the non-allocated
+        // note refers to it.
+        ".ifndef _.stapsdt.base".to_owned(),
+        format!(".pushsection .stapsdt.base, \"aGR\", {ty}progbits, .stapsdt.base, comdat"),
+        ".weak _.stapsdt.base".to_owned(),
+        ".hidden _.stapsdt.base".to_owned(),
+        "_.stapsdt.base: .space 1".to_owned(),
+        ".popsection".to_owned(),
+        ".endif".to_owned(),
+    ]);
+}
+
+/// The semaphore itself: a 2-byte, 2-byte-aligned counter in `.probes`, which
+/// the kernel increments while a uprobe with `ref_ctr_offset` is attached.
+pub fn semaphore_def(symbol: &str) -> TokenStream {
+    let (x86_cfg, arm_cfg) = (x86_64_cfg(), aarch64_cfg());
+    let body = |ty: &str, page_shift: u32| {
+        lines(&[
+            // The `.probes` output section starts on a page of its own: one
+            // empty, page-aligned member, once per linked object (COMDAT).
+            // The kernel finds a semaphore by file offset in every writable
+            // mapping of the file; when a linker (LLD) ends the RELRO segment
+            // and starts the data segment in the same file page, that page is
+            // mapped twice, and at exec the kernel would increment the
+            // RELRO copy (corrupting it) instead of the semaphore. Costs at
+            // most one page of padding.
+            ".ifndef __usdt_probes_anchor".to_owned(),
+            format!(".pushsection .probes, \"awGR\", {ty}progbits, __usdt_probes_anchor, comdat"),
+            format!(".p2align {page_shift}"),
+            ".weak __usdt_probes_anchor".to_owned(),
+            ".hidden __usdt_probes_anchor".to_owned(),
+            "__usdt_probes_anchor:".to_owned(),
+            ".popsection".to_owned(),
+            ".endif".to_owned(),
+            // Once per object file, although a crate may declare the same
+            // provider:probe twice.
+            format!(".ifndef {symbol}"),
+            // Writable, in a COMDAT group named by the symbol (so that two
+            // definitions of the same provider:probe in one crate share one
+            // counter), and retained: only notes may refer to it.
+            format!(".pushsection .probes, \"awGR\", {ty}progbits, {symbol}, comdat"),
+            ".balign 2".to_owned(),
+            format!(".weak {symbol}"),
+            format!(".hidden {symbol}"),
+            format!(".type {symbol}, {ty}object"),
+            format!(".size {symbol}, 2"),
+            format!("{symbol}: .2byte 0"),
+            ".popsection".to_owned(),
+            ".endif".to_owned(),
+        ])
+    };
+    let (x86, arm) = (body("@", 12), body("%", 16));
+    quote! {
+        #[cfg(#x86_cfg)]
+        ::core::arch::global_asm!(#(#x86),*, options(att_syntax));
+        #[cfg(#arm_cfg)]
+        ::core::arch::global_asm!(#(#arm),*);
+    }
+}
+
+/// A function `fn #name() -> bool`: is the semaphore non-zero, that is, is a
+/// tracer attached.
+pub fn semaphore_fn(symbol: &str, name: &syn::Ident, vis: TokenStream) -> TokenStream {
+    let (x86_cfg, arm_cfg, none_cfg) = (x86_64_cfg(), aarch64_cfg(), unsupported_cfg());
+    let x86 = format!("movzwl {symbol}(%rip), {{0:e}}");
+    let arm = [
+        format!("adrp {{0}}, {symbol}"),
+        format!("ldrh {{0:w}}, [{{0}}, :lo12:{symbol}]"),
+    ];
+    quote! {
+        #[inline(always)]
+        #vis fn #name() -> bool {
+            #[cfg(#x86_cfg)]
+            {
+                let count: u32;
+                // SAFETY: a 2-byte load of the semaphore, which `semaphore_def`
+                // defines in this crate; the kernel writes it, so this is a
+                // fresh (volatile) load every time: the asm is not `pure`.
+                // `nostack`: this is not a probe site, nothing runs here but
+                // the load; `readonly`: it writes no memory.
+                unsafe {
+                    ::core::arch::asm!(#x86, out(reg) count,
+                        options(att_syntax, nostack, readonly, preserves_flags));
+                }
+                count != 0
+            }
+            #[cfg(#arm_cfg)]
+            {
+                let count: u64;
+                // SAFETY: as on x86-64: a fresh 2-byte load of the semaphore.
+                unsafe {
+                    ::core::arch::asm!(#(#arm),*, out(reg) count,
+                        options(nostack, readonly, preserves_flags));
+                }
+                count != 0
+            }
+            #[cfg(#none_cfg)]
+            {
+                false
+            }
+        }
+    }
+}

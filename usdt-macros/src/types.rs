@@ -1,0 +1,178 @@
+//! Argument types: which declared types a probe accepts, and how each is bound
+//! at the call site and turned into a register operand.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::spanned::Spanned;
+use syn::{PathArguments, Type, TypePath};
+
+/// How one declared argument is passed.
+pub enum ArgType {
+    /// A value that goes into a register as it is (`ProbeArg`). `binding` is the
+    /// type of the call site's `let`, which checks the argument's type there;
+    /// pointer and reference pointees are inferred (`*const _`), since a type
+    /// named in the provider module need not be in scope at the call site.
+    Value { binding: TokenStream },
+    /// `&str` or `String` (`StrArg`): copied, NUL-terminated, while traced.
+    Str { binding: TokenStream },
+}
+
+impl ArgType {
+    /// Strings need work before the site: a semaphore check and a copy.
+    pub fn is_str(&self) -> bool {
+        matches!(self, ArgType::Str { .. })
+    }
+
+    pub fn binding(&self) -> &TokenStream {
+        match self {
+            ArgType::Value { binding } | ArgType::Str { binding } => binding,
+        }
+    }
+}
+
+const SUPPORTED: &str = "a probe argument is an integer type, `bool`, `char`, `f32`, `f64`, \
+     a raw pointer, a reference to a sized value, `&str`, `String`, `&CStr` or `CString`";
+
+const PRIMITIVES: &[&str] = &[
+    "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize", "bool", "char",
+    "f32", "f64",
+];
+
+const FFI_INTEGERS: &[&str] = &[
+    "c_char",
+    "c_schar",
+    "c_uchar",
+    "c_short",
+    "c_ushort",
+    "c_int",
+    "c_uint",
+    "c_long",
+    "c_ulong",
+    "c_longlong",
+    "c_ulonglong",
+];
+
+/// Maps a declared type to how it is passed, or an error spanning the type.
+pub fn classify(ty: &Type) -> syn::Result<ArgType> {
+    match ty {
+        Type::Paren(inner) => classify(&inner.elem),
+        Type::Group(inner) => classify(&inner.elem),
+        Type::Path(path) => classify_path(path),
+        Type::Ptr(ptr) => {
+            let binding = match ptr.mutability {
+                Some(_) => quote!(*mut _),
+                None => quote!(*const _),
+            };
+            Ok(ArgType::Value { binding })
+        }
+        Type::Reference(reference) => classify_reference(reference),
+        _ => Err(unsupported(ty)),
+    }
+}
+
+fn classify_reference(reference: &syn::TypeReference) -> syn::Result<ArgType> {
+    let elem = strip(&reference.elem);
+    if let Type::Path(path) = elem {
+        match last_ident(path).as_deref() {
+            Some("str") if path.path.segments.len() == 1 && reference.mutability.is_none() => {
+                return Ok(ArgType::Str {
+                    binding: quote!(&::core::primitive::str),
+                });
+            }
+            Some("CStr") if reference.mutability.is_none() => {
+                return Ok(ArgType::Value {
+                    binding: quote!(&::core::ffi::CStr),
+                });
+            }
+            Some("str" | "CStr") => return Err(unsupported(&Type::Reference(reference.clone()))),
+            _ => {}
+        }
+    }
+    match elem {
+        Type::Slice(_) | Type::TraitObject(_) | Type::ImplTrait(_) => {
+            Err(unsupported(&Type::Reference(reference.clone())))
+        }
+        _ => {
+            let binding = match reference.mutability {
+                Some(_) => quote!(&mut _),
+                None => quote!(&_),
+            };
+            Ok(ArgType::Value { binding })
+        }
+    }
+}
+
+fn classify_path(path: &TypePath) -> syn::Result<ArgType> {
+    let err = || unsupported(&Type::Path(path.clone()));
+    if path.qself.is_some() {
+        return Err(err());
+    }
+    let Some(last) = last_ident(path) else {
+        return Err(err());
+    };
+    let single = path.path.segments.len() == 1 && path.path.leading_colon.is_none();
+    if single && PRIMITIVES.contains(&last.as_str()) {
+        let ident = syn::Ident::new(&last, path.span());
+        return Ok(ArgType::Value {
+            binding: quote!(::core::primitive::#ident),
+        });
+    }
+    if FFI_INTEGERS.contains(&last.as_str()) {
+        let ident = syn::Ident::new(&last, path.span());
+        return Ok(ArgType::Value {
+            binding: quote!(::core::ffi::#ident),
+        });
+    }
+    match last.as_str() {
+        "String" => Ok(ArgType::Str {
+            binding: quote!(::usdt::__private::String),
+        }),
+        "CString" => Ok(ArgType::Value {
+            binding: quote!(::usdt::__private::CString),
+        }),
+        _ => Err(err()),
+    }
+}
+
+/// The last segment's name, when no segment has generic arguments.
+fn last_ident(path: &TypePath) -> Option<String> {
+    let generic = path
+        .path
+        .segments
+        .iter()
+        .any(|s| !matches!(s.arguments, PathArguments::None));
+    if generic {
+        return None;
+    }
+    path.path.segments.last().map(|s| s.ident.to_string())
+}
+
+fn strip(ty: &Type) -> &Type {
+    match ty {
+        Type::Paren(inner) => strip(&inner.elem),
+        Type::Group(inner) => strip(&inner.elem),
+        _ => ty,
+    }
+}
+
+fn unsupported(ty: &Type) -> syn::Error {
+    let text = quote!(#ty)
+        .to_string()
+        .replace(" < ", "<")
+        .replace(" <", "<")
+        .replace(" >", ">")
+        .replace("& ", "&")
+        .replace(" :: ", "::");
+    let hint = match ty {
+        Type::Reference(r) if matches!(strip(&r.elem), Type::Slice(_)) => {
+            "; pass a slice as a pointer and a length (`*const u8`, `usize`)"
+        }
+        Type::Tuple(t) if t.elems.is_empty() => "; a probe without this argument needs no `()`",
+        _ => "",
+    };
+    syn::Error::new(
+        ty.span(),
+        format!("unsupported probe argument type `{text}`: {SUPPORTED}{hint}"),
+    )
+}
+
