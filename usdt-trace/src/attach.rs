@@ -1,0 +1,363 @@
+//! Attaching uprobes to probe sites with `perf_event_open` on the uprobe PMU,
+//! and counting their hits.
+//!
+//! One perf event per site (per CPU when tracing every process), with the
+//! semaphore's file offset in `ref_ctr_offset` so that the kernel raises the
+//! semaphore while attached. Dropping a [`Tracer`] closes the events: the
+//! kernel removes the uprobes and lowers the semaphores back.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::note::Site;
+use crate::{Error, KernelFeatures, SiteLayout};
+
+/// Where on a site the uprobe goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AttachPoint {
+    /// Follow the table in DESIGN.md: Location + 1 when this kernel optimizes
+    /// the site's long nop, otherwise Location.
+    #[default]
+    Auto,
+    /// Always Location (the first `nop`), as tools that do not know nop5 do.
+    Nop,
+    /// Always Location + 1 (the long nop); refused on a site without one.
+    Next,
+}
+
+impl std::str::FromStr for AttachPoint {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "auto" => Ok(AttachPoint::Auto),
+            "nop" => Ok(AttachPoint::Nop),
+            "next" => Ok(AttachPoint::Next),
+            _ => Err(Error::Invalid(format!(
+                "the attach point is auto, nop or next, not \"{s}\""
+            ))),
+        }
+    }
+}
+
+/// Whose hits a uprobe counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// One process (and, with [`Tracer::inherit`], the children it starts
+    /// after attaching).
+    Pid(u32),
+    /// Every process that runs the file, one event per CPU.
+    AllProcesses,
+}
+
+/// How far past Location the uprobe goes for `point` on this kernel: 0 or 1.
+pub fn attach_delta(
+    site: &Site,
+    point: AttachPoint,
+    features: &KernelFeatures,
+) -> Result<u64, Error> {
+    match point {
+        AttachPoint::Nop => Ok(0),
+        AttachPoint::Auto => Ok(features.attach_after_nop(site.layout) as u64),
+        AttachPoint::Next if site.layout.has_long_nop() => Ok(1),
+        AttachPoint::Next => Err(Error::Invalid(format!(
+            "probe {}:{} at {:#x} is a {} site with no long nop after it, so it cannot be attached at Location + 1",
+            site.provider, site.name, site.location, site.layout
+        ))),
+    }
+}
+
+/// Where `Auto` attaches on this kernel, in words (for listings).
+pub fn auto_attach_words(layout: SiteLayout, features: &KernelFeatures) -> &'static str {
+    if features.attach_after_nop(layout) {
+        "+1 (optimized)"
+    } else {
+        "nop"
+    }
+}
+
+/// A site with its uprobe(s) attached.
+#[derive(Debug)]
+pub struct AttachedSite {
+    /// The file the site is in, as given to [`Tracer::attach`].
+    pub path: PathBuf,
+    /// The site.
+    pub site: Site,
+    /// The file offset the uprobe is at (Location's offset, plus 1 for
+    /// [`AttachPoint::Next`]).
+    pub offset: u64,
+    fds: Vec<OwnedFd>,
+}
+
+impl AttachedSite {
+    /// `provider:name`.
+    pub fn probe(&self) -> String {
+        self.site.probe()
+    }
+
+    /// Hits so far (the sum over this site's events).
+    pub fn count(&self) -> Result<u64, Error> {
+        self.fds
+            .iter()
+            .try_fold(0u64, |sum, fd| Ok(sum.wrapping_add(read_count(fd)?)))
+    }
+}
+
+/// A set of attached uprobes; dropping it detaches them all.
+#[derive(Debug)]
+pub struct Tracer {
+    point: AttachPoint,
+    features: KernelFeatures,
+    inherit: bool,
+    sites: Vec<AttachedSite>,
+}
+
+impl Tracer {
+    /// A tracer that attaches at `point`, using this kernel's features.
+    pub fn new(point: AttachPoint) -> Tracer {
+        Tracer {
+            point,
+            features: KernelFeatures::detect(),
+            inherit: false,
+            sites: vec![],
+        }
+    }
+
+    /// Also count in children a traced process starts after attaching; their
+    /// hits are added when they exit.
+    pub fn inherit(mut self, inherit: bool) -> Tracer {
+        self.inherit = inherit;
+        self
+    }
+
+    /// The attach point.
+    pub fn point(&self) -> AttachPoint {
+        self.point
+    }
+
+    /// Attaches one uprobe per site of the file at `path` (an executable or
+    /// shared library). Either every site is attached or, on error, none of
+    /// them.
+    pub fn attach<'a>(
+        &mut self,
+        path: impl AsRef<Path>,
+        sites: impl IntoIterator<Item = &'a Site>,
+        target: Target,
+    ) -> Result<(), Error> {
+        let path = path.as_ref();
+        let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+            Error::Invalid(format!("the path {} contains a NUL byte", path.display()))
+        })?;
+        let cpus = match target {
+            Target::Pid(_) => vec![-1],
+            Target::AllProcesses => online_cpus(),
+        };
+        let mut attached = vec![];
+        for site in sites {
+            let delta = attach_delta(site, self.point, &self.features)?;
+            let location = site.location_offset.ok_or_else(|| {
+                Error::Invalid(format!(
+                    "probe {} at {:#x} is not in a loaded part of {}",
+                    site.probe(),
+                    site.location,
+                    path.display()
+                ))
+            })?;
+            let uprobe = Uprobe {
+                path: &c_path,
+                offset: location + delta,
+                ref_ctr_offset: site.semaphore_offset,
+            };
+            let fds = cpus
+                .iter()
+                .map(|&cpu| {
+                    self.open(&uprobe, target, cpu)
+                        .map_err(|e| attach_error(e, path, site, target))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            attached.push(AttachedSite {
+                path: path.into(),
+                site: site.clone(),
+                offset: uprobe.offset,
+                fds,
+            });
+        }
+        self.sites.extend(attached);
+        Ok(())
+    }
+
+    /// The attached sites, in attach order.
+    pub fn sites(&self) -> &[AttachedSite] {
+        &self.sites
+    }
+
+    /// Hits per probe (`provider:name`), summed over its sites.
+    pub fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+        let mut counts = BTreeMap::new();
+        for site in &self.sites {
+            *counts.entry(site.probe()).or_insert(0) += site.count()?;
+        }
+        Ok(counts)
+    }
+
+    /// Detaches everything (the same as dropping the tracer).
+    pub fn detach(self) {}
+
+    fn open(&self, uprobe: &Uprobe<'_>, target: Target, cpu: i32) -> io::Result<OwnedFd> {
+        let pmu = self
+            .features
+            .uprobe_pmu_type
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))?;
+        let shift = self.features.ref_ctr_offset_shift.unwrap_or(32);
+        let ref_ctr = match uprobe.ref_ctr_offset {
+            Some(off)
+                if self.features.kernel_semaphores && off < 1 << (64 - shift as u32).min(63) =>
+            {
+                off << shift
+            }
+            _ => 0,
+        };
+        let mut attr = PerfEventAttr {
+            type_: pmu,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: ref_ctr,
+            config1: uprobe.path.as_ptr() as u64,
+            config2: uprobe.offset,
+            ..PerfEventAttr::default()
+        };
+        if self.inherit {
+            attr.flags |= FLAG_INHERIT;
+        }
+        let pid = match target {
+            Target::Pid(pid) => pid as libc::pid_t,
+            Target::AllProcesses => -1,
+        };
+        // SAFETY: `attr` is a valid perf_event_attr of the size it states, and
+        // the path it points to (config1) lives until the call returns.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                pid,
+                cpu,
+                -1,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the kernel just returned this new descriptor; we own it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    }
+}
+
+struct Uprobe<'a> {
+    path: &'a CString,
+    offset: u64,
+    ref_ctr_offset: Option<u64>,
+}
+
+/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    type_: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+    config2: u64,
+    branch_sample_type: u64,
+    sample_regs_user: u64,
+    sample_stack_user: u32,
+    clockid: i32,
+    sample_regs_intr: u64,
+    aux_watermark: u32,
+    sample_max_stack: u16,
+    reserved_2: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == 112);
+const FLAG_INHERIT: u64 = 1 << 1;
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+
+fn read_count(fd: &OwnedFd) -> Result<u64, Error> {
+    let mut buf = [0u8; 8];
+    // SAFETY: `buf` is 8 writable bytes; `fd` is an open perf event.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n != 8 {
+        let source = if n < 0 {
+            io::Error::last_os_error()
+        } else {
+            io::ErrorKind::UnexpectedEof.into()
+        };
+        return Err(Error::Os {
+            what: "reading a uprobe's count".into(),
+            source,
+        });
+    }
+    Ok(u64::from_ne_bytes(buf))
+}
+
+/// The message for a failed `perf_event_open`.
+fn attach_error(e: io::Error, path: &Path, site: &Site, target: Target) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => Error::NotPermitted(
+            "attaching uprobes is not permitted: run as root, or with CAP_PERFMON and CAP_SYS_ADMIN".into(),
+        ),
+        Some(libc::ESRCH) => match target {
+            Target::Pid(pid) => Error::NoProcess(pid),
+            Target::AllProcesses => Error::Os { what: "attaching a uprobe".into(), source: e },
+        },
+        Some(libc::ENOENT) => Error::Io { path: path.into(), source: e },
+        Some(libc::ENODEV) => Error::Invalid("this kernel has no uprobe PMU for perf_event_open".into()),
+        _ => Error::Os {
+            what: format!("attaching a uprobe to {} at {:#x} in {}", site.probe(), site.location, path.display()),
+            source: e,
+        },
+    }
+}
+
+/// The online CPUs (`/sys/devices/system/cpu/online`, such as `0-3,6`).
+pub fn online_cpus() -> Vec<i32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let cpus = parse_cpu_list(&text);
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        return (0..n as i32).collect();
+    }
+    cpus
+}
+
+fn parse_cpu_list(text: &str) -> Vec<i32> {
+    let mut cpus = vec![];
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        match (a.parse::<i32>(), b.parse::<i32>()) {
+            (Ok(a), Ok(b)) if a <= b && b - a < 65536 => cpus.extend(a..=b),
+            _ => return vec![],
+        }
+    }
+    cpus
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-1\n"), vec![0, 1]);
+        assert_eq!(parse_cpu_list("0,2-3,7"), vec![0, 2, 3, 7]);
+        assert_eq!(parse_cpu_list("x"), Vec::<i32>::new());
+    }
+}

@@ -1,0 +1,213 @@
+//! Starting a command so that a tracer can attach before it runs: the child
+//! is forked, waits on a pipe while the parent attaches to its pid, then
+//! executes the program.
+//!
+//! A uprobe perf event for a pid checks the task's current memory map when
+//! the program is mapped, so an event opened before `exec` applies to the new
+//! program.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+
+/// A forked child waiting to execute its program.
+#[derive(Debug)]
+pub struct PausedCommand {
+    pid: u32,
+    program: PathBuf,
+    go: Option<OwnedFd>,
+    exec_error: OwnedFd,
+}
+
+/// How a command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it.
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// The shell's convention: the code, or 128 + the signal.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            ExitStatus::Code(c) => c,
+            ExitStatus::Signal(s) => 128 + s,
+        }
+    }
+}
+
+/// Finds a program as `execvp` would: a name with a `/` is a path, anything
+/// else is searched in `PATH`.
+pub fn resolve_program(name: &Path) -> Result<PathBuf, Error> {
+    if name.as_os_str().as_bytes().contains(&b'/') {
+        return if name.is_file() {
+            Ok(name.into())
+        } else {
+            Err(Error::Io {
+                path: name.into(),
+                source: io::ErrorKind::NotFound.into(),
+            })
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| Error::Invalid(format!("command {} was not found in PATH", name.display())))
+}
+
+impl PausedCommand {
+    /// Forks a child that will execute `program` with `args` (not including
+    /// argv\[0\], which is `program`) once [`PausedCommand::start`] is called.
+    pub fn spawn(program: &Path, args: &[OsString]) -> Result<PausedCommand, Error> {
+        let nul = |_| Error::Invalid("the command contains a NUL byte".into());
+        let c_program = CString::new(program.as_os_str().as_bytes()).map_err(nul)?;
+        let mut c_args = vec![c_program.clone()];
+        for a in args {
+            c_args.push(CString::new(a.clone().into_vec()).map_err(nul)?);
+        }
+        let mut argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let (go_read, go_write) = pipe()?;
+        let (err_read, err_write) = pipe()?;
+        // SAFETY: the child only calls async-signal-safe functions (read,
+        // execv, write, _exit) on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(os_error("forking the command"));
+        }
+        if pid == 0 {
+            // SAFETY: in the child; see above. `argv` is NULL-terminated and
+            // its strings live in `c_args`.
+            unsafe {
+                child(
+                    go_read.as_raw_fd(),
+                    err_write.as_raw_fd(),
+                    &c_program,
+                    &argv,
+                )
+            }
+        }
+        drop((go_read, err_write));
+        Ok(PausedCommand {
+            pid: pid as u32,
+            program: program.into(),
+            go: Some(go_write),
+            exec_error: err_read,
+        })
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Lets the child execute the program; an error if `exec` failed.
+    pub fn start(&mut self) -> Result<(), Error> {
+        let go = self
+            .go
+            .take()
+            .ok_or_else(|| Error::Invalid("the command was started already".into()))?;
+        // SAFETY: one byte from a valid buffer to an open pipe.
+        unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) };
+        drop(go);
+        let mut errno = [0u8; 4];
+        // SAFETY: reading at most 4 bytes into `errno`; the write end closes on exec.
+        let n = unsafe { libc::read(self.exec_error.as_raw_fd(), errno.as_mut_ptr().cast(), 4) };
+        if n == 4 {
+            let _ = self.wait();
+            let source = io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
+            return Err(Error::Os {
+                what: format!("cannot run {}", self.program.display()),
+                source,
+            });
+        }
+        Ok(())
+    }
+
+    /// Returns how the child ended, if it has.
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>, Error> {
+        self.waitpid(libc::WNOHANG)
+    }
+
+    /// Waits for the child to end.
+    pub fn wait(&mut self) -> Result<ExitStatus, Error> {
+        loop {
+            if let Some(status) = self.waitpid(0)? {
+                return Ok(status);
+            }
+        }
+    }
+
+    fn waitpid(&mut self, flags: i32) -> Result<Option<ExitStatus>, Error> {
+        let mut status = 0;
+        // SAFETY: waiting for our own child with a valid status pointer.
+        let r = unsafe { libc::waitpid(self.pid as libc::pid_t, &mut status, flags) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                return Ok(None);
+            }
+            return Err(Error::Os {
+                what: "waiting for the command".into(),
+                source: e,
+            });
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        self.go = None;
+        Ok(Some(if libc::WIFSIGNALED(status) {
+            ExitStatus::Signal(libc::WTERMSIG(status))
+        } else {
+            ExitStatus::Code(libc::WEXITSTATUS(status))
+        }))
+    }
+
+    /// Kills the child (when attaching failed) and reaps it.
+    pub fn kill(mut self) {
+        // SAFETY: signalling and reaping our own child.
+        unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+        let _ = self.wait();
+    }
+}
+
+/// The child's side: wait for the go byte, execute, or report errno.
+///
+/// # Safety
+/// Only in a freshly forked child; `argv` must be NULL-terminated.
+unsafe fn child(go: i32, err: i32, program: &CString, argv: &[*const libc::c_char]) -> ! {
+    let mut byte = 0u8;
+    // SAFETY: the caller's contract; all calls are async-signal-safe.
+    unsafe {
+        if libc::read(go, (&mut byte as *mut u8).cast(), 1) == 1 {
+            libc::execv(program.as_ptr(), argv.as_ptr());
+            let errno = (*libc::__errno_location()).to_ne_bytes();
+            libc::write(err, errno.as_ptr().cast(), 4);
+        }
+        libc::_exit(127)
+    }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), Error> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(os_error("creating a pipe"));
+    }
+    // SAFETY: pipe2 just returned these descriptors; we own them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn os_error(what: &str) -> Error {
+    Error::Os {
+        what: what.into(),
+        source: io::Error::last_os_error(),
+    }
+}

@@ -1,0 +1,388 @@
+//! `usdt`: list the USDT probes of a binary or process, count their hits, and
+//! say what the kernel can do for them.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use usdt_trace::{
+    auto_attach_words, closest, glob_match, read_file_probes, read_process, read_semaphore,
+    resolve_program, AttachPoint, Error, KernelFeatures, PausedCommand, Site, SiteLayout, Target,
+    Tracer, UprobeSyscall,
+};
+
+const USAGE: &str = "\
+usage:
+  usdt features
+  usdt list [--sites] BINARY
+  usdt list [--sites] -p PID
+  usdt count [--interval N] [--attach auto|nop|next] [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
+
+PROBE-GLOB matches provider:name, with * and ? ('http:*'); none means every probe.";
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match run(args) {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("usdt: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(args: Vec<OsString>) -> Result<i32, Error> {
+    let usage = || Error::Invalid(USAGE.into());
+    let (command, rest) = args.split_first().ok_or_else(usage)?;
+    match command.to_str().ok_or_else(usage)? {
+        "features" if rest.is_empty() => features(),
+        "list" => list(rest),
+        "count" => count(rest),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(0)
+        }
+        _ => Err(usage()),
+    }
+}
+
+fn features() -> Result<i32, Error> {
+    let f = KernelFeatures::detect();
+    let syscall = match f.uprobe_syscall {
+        UprobeSyscall::Absent => {
+            "absent (uprobes are never optimized; kernels before 6.18)".to_string()
+        }
+        UprobeSyscall::OptimizesNop5 => {
+            "present, optimizes uprobes on nop5 (ENXIO: Linux 6.18 to 7.2)".into()
+        }
+        UprobeSyscall::OptimizesNop10 => {
+            "present, optimizes uprobes on nop10 (EPROTO: the 7.3 series)".into()
+        }
+        UprobeSyscall::Unknown(e) => {
+            format!(
+                "unknown (syscall 336 failed with {})",
+                std::io::Error::from_raw_os_error(e)
+            )
+        }
+    };
+    println!("uprobe syscall: {syscall}");
+    match f.optimized_layout() {
+        Some(layout) => println!("optimized site layout: {layout} (a uprobe at Location + 1)"),
+        None => println!("optimized site layout: none"),
+    }
+    for layout in [SiteLayout::NopNop5, SiteLayout::NopNop10, SiteLayout::Nop] {
+        println!(
+            "auto attach on a {layout} site: {}",
+            auto_attach_words(layout, &f)
+        );
+    }
+    match f.uprobe_pmu_type {
+        Some(t) => println!("uprobe PMU: type {t}"),
+        None => println!("uprobe PMU: absent (perf_event_open cannot attach uprobes)"),
+    }
+    match (f.kernel_semaphores, f.ref_ctr_offset_shift) {
+        (true, Some(s)) => {
+            println!("semaphores: maintained by the kernel (ref_ctr_offset in config bits {s}-63)")
+        }
+        (true, None) => println!("semaphores: maintained by the kernel (ref_ctr_offset)"),
+        (false, _) => println!("semaphores: not maintained by the kernel (no ref_ctr_offset)"),
+    }
+    Ok(0)
+}
+
+/// Options and operands shared by `list` and `count`.
+#[derive(Default)]
+struct Opts {
+    pid: Option<u32>,
+    sites: bool,
+    interval: Option<Duration>,
+    attach: AttachPoint,
+    operands: Vec<String>,
+    command: Vec<OsString>,
+}
+
+fn parse_opts(args: &[OsString], count: bool) -> Result<Opts, Error> {
+    let usage = || Error::Invalid(USAGE.into());
+    let mut opts = Opts::default();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--" && count {
+            opts.command = it.by_ref().cloned().collect();
+            break;
+        }
+        let arg = arg.to_str().ok_or_else(usage)?;
+        let mut value = |name: &str| {
+            let v = it.next().and_then(|v| v.to_str()).map(str::to_string);
+            v.ok_or_else(|| Error::Invalid(format!("{name} needs a value")))
+        };
+        match arg {
+            "-p" | "--pid" => {
+                let v = value("-p")?;
+                let pid = v
+                    .parse()
+                    .map_err(|_| Error::Invalid(format!("\"{v}\" is not a process id")))?;
+                opts.pid = Some(pid);
+            }
+            "--sites" if !count => opts.sites = true,
+            "--interval" | "-i" if count => {
+                let v = value("--interval")?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| *s > 0.0 && s.is_finite())
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "the interval is a positive number of seconds, not \"{v}\""
+                        ))
+                    })?;
+                opts.interval = Some(Duration::from_secs_f64(secs));
+            }
+            "--attach" if count => opts.attach = value("--attach")?.parse()?,
+            "-h" | "--help" => return Err(usage()),
+            a if a.starts_with('-') && a.len() > 1 => {
+                return Err(Error::Invalid(format!("unknown option {a}\n{USAGE}")))
+            }
+            a => opts.operands.push(a.into()),
+        }
+    }
+    Ok(opts)
+}
+
+fn list(args: &[OsString]) -> Result<i32, Error> {
+    let opts = parse_opts(args, false)?;
+    let features = KernelFeatures::detect();
+    match (opts.pid, opts.operands.as_slice()) {
+        (Some(pid), []) => {
+            let mut any = false;
+            for object in read_process(pid)? {
+                let probes = match object.probes {
+                    Ok(p) if !p.sites.is_empty() => p,
+                    Ok(_) => continue,
+                    Err(e) => {
+                        eprintln!("usdt: {}: {e}", object.path.display());
+                        continue;
+                    }
+                };
+                any = true;
+                println!("{} (load bias {:#x})", object.path.display(), object.bias);
+                let semaphore_value =
+                    |addr: u64| read_semaphore(pid, addr.wrapping_add(object.bias)).ok();
+                print_table(
+                    &probes.sites,
+                    &features,
+                    object.bias,
+                    opts.sites,
+                    &semaphore_value,
+                );
+            }
+            if !any {
+                return Err(Error::Invalid(format!(
+                    "process {pid} maps no file with probes"
+                )));
+            }
+        }
+        (None, [binary]) => {
+            let probes = read_file_probes(binary)?;
+            if probes.sites.is_empty() {
+                return Err(Error::Invalid(format!("{binary} has no probes")));
+            }
+            print_table(&probes.sites, &features, 0, opts.sites, &|_| None);
+        }
+        _ => return Err(Error::Invalid(USAGE.into())),
+    }
+    Ok(0)
+}
+
+/// One row per probe; with `sites`, one indented row per site below it.
+fn print_table(
+    sites: &[Site],
+    features: &KernelFeatures,
+    bias: u64,
+    with_sites: bool,
+    semaphore_value: &dyn Fn(u64) -> Option<u16>,
+) {
+    let mut probes: BTreeMap<String, Vec<&Site>> = BTreeMap::new();
+    for site in sites {
+        probes.entry(site.probe()).or_default().push(site);
+    }
+    let width = probes.keys().map(String::len).max().unwrap_or(0).max(5);
+    println!(
+        "{:width$}  SITES  LAYOUT     SEMAPHORE           ATTACH          ARGUMENTS",
+        "PROBE"
+    );
+    for (name, sites) in &probes {
+        let first = sites[0];
+        let layout = if sites.iter().all(|s| s.layout == first.layout) {
+            first.layout.name()
+        } else {
+            "mixed"
+        };
+        let semaphore = match first.semaphore {
+            Some(addr) => match semaphore_value(addr) {
+                Some(v) => format!("{:#x}={v}", addr.wrapping_add(bias)),
+                None => format!("{:#x}", addr.wrapping_add(bias)),
+            },
+            None => "-".into(),
+        };
+        let attach = if sites.iter().all(|s| s.layout == first.layout) {
+            auto_attach_words(first.layout, features)
+        } else {
+            "per site"
+        };
+        let args = if sites.iter().all(|s| s.args_text == first.args_text) {
+            first.args_text.clone()
+        } else {
+            format!("{} (differs between sites)", first.args_text)
+        };
+        println!(
+            "{name:width$}  {:5}  {layout:9}  {semaphore:18}  {attach:14}  {args}",
+            sites.len()
+        );
+        if with_sites {
+            for s in sites {
+                let offset = s.location_offset.map_or("-".into(), |o| format!("{o:#x}"));
+                println!(
+                    "  site {:#x} offset {offset} base {:#x} semaphore {:#x} layout {} args {}",
+                    s.location.wrapping_add(bias),
+                    s.note_base,
+                    s.semaphore.map_or(0, |a| a.wrapping_add(bias)),
+                    s.layout,
+                    s.args_text
+                );
+            }
+        }
+    }
+}
+
+/// Set by SIGINT and SIGTERM.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction with a handler that only stores to an
+        // atomic (async-signal-safe) is a valid disposition.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+fn count(args: &[OsString]) -> Result<i32, Error> {
+    let opts = parse_opts(args, true)?;
+    let mut tracer = Tracer::new(opts.attach);
+    let globs = &opts.operands;
+    match (opts.pid, opts.command.is_empty()) {
+        (Some(pid), true) => {
+            let mut matched = 0;
+            let mut names = vec![];
+            for object in read_process(pid)? {
+                let Ok(probes) = object.probes else { continue };
+                names.extend(probes.sites.iter().map(Site::probe));
+                let sites: Vec<&Site> = probes.sites.iter().filter(|s| matches(globs, s)).collect();
+                matched += sites.len();
+                tracer.attach(&object.open_path, sites, Target::Pid(pid))?;
+            }
+            check_matches(matched, &names, globs, &format!("process {pid}"))?;
+            catch_signals();
+            watch(&tracer, opts.interval, || {
+                Ok(usdt_trace::process_alive(pid).then_some(()))
+            })?;
+            Ok(0)
+        }
+        (None, false) => {
+            let program = resolve_program(Path::new(&opts.command[0]))?;
+            let probes = read_file_probes(&program)?;
+            let names: Vec<String> = probes.sites.iter().map(Site::probe).collect();
+            let sites: Vec<&Site> = probes.sites.iter().filter(|s| matches(globs, s)).collect();
+            check_matches(sites.len(), &names, globs, &program.display().to_string())?;
+            let mut tracer = tracer.inherit(true);
+            let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
+            if let Err(e) = tracer.attach(absolute(&program), sites, Target::Pid(child.pid())) {
+                child.kill();
+                return Err(e);
+            }
+            catch_signals();
+            child.start()?;
+            let mut status = None;
+            watch(&tracer, opts.interval, || {
+                status = child.try_wait()?;
+                Ok(status.is_none().then_some(()))
+            })?;
+            Ok(status.map_or(130, |s| s.shell_code()))
+        }
+        _ => Err(Error::Invalid(USAGE.into())),
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.into())
+}
+
+fn matches(globs: &[String], site: &Site) -> bool {
+    let probe = site.probe();
+    globs.is_empty() || globs.iter().any(|g| glob_match(g, &probe))
+}
+
+fn check_matches(
+    matched: usize,
+    names: &[String],
+    globs: &[String],
+    what: &str,
+) -> Result<(), Error> {
+    if names.is_empty() {
+        return Err(Error::Invalid(format!("{what} has no probes")));
+    }
+    if matched > 0 {
+        return Ok(());
+    }
+    let mut unique: Vec<&str> = names.iter().map(String::as_str).collect();
+    unique.sort();
+    unique.dedup();
+    let near = closest(&globs.join(" "), unique, 3).join(", ");
+    Err(Error::Invalid(format!(
+        "no probe of {what} matches {}; the closest are {near}",
+        globs.join(" ")
+    )))
+}
+
+/// Prints counts every `interval` and once more when `running` says the
+/// target is gone (`Ok(None)`) or on Ctrl-C.
+fn watch(
+    tracer: &Tracer,
+    interval: Option<Duration>,
+    mut running: impl FnMut() -> Result<Option<()>, Error>,
+) -> Result<(), Error> {
+    let mut next = interval.map(|i| Instant::now() + i);
+    while !INTERRUPTED.load(Ordering::Relaxed) && running()?.is_some() {
+        std::thread::sleep(Duration::from_millis(20));
+        if let (Some(at), Some(i)) = (next, interval) {
+            if Instant::now() >= at {
+                print_counts(tracer)?;
+                println!();
+                next = Some(at + i);
+            }
+        }
+    }
+    print_counts(tracer)
+}
+
+fn print_counts(tracer: &Tracer) -> Result<(), Error> {
+    let counts = tracer.probe_counts()?;
+    let mut out = std::io::stdout().lock();
+    for (probe, n) in counts {
+        let _ = writeln!(out, "{probe} {n}");
+    }
+    let _ = out.flush();
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! The probes of a running process: every ELF object it maps (the executable
+//! and its shared libraries), with the address each was loaded at.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::note::{read_probes, ElfProbes};
+use crate::Error;
+
+/// One line of `/proc/PID/maps` backed by a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// `rwxp` flags as the kernel prints them.
+    pub perms: String,
+    /// The file offset mapped at `start`.
+    pub offset: u64,
+    /// The inode of the file.
+    pub inode: u64,
+    /// The file's path, as the process sees it.
+    pub path: String,
+}
+
+/// An ELF object mapped by a process.
+#[derive(Debug)]
+pub struct MappedObject {
+    /// The path in `/proc/PID/maps`.
+    pub path: PathBuf,
+    /// The same file reached through `/proc/PID/root`, valid from this
+    /// process's mount namespace too: read and attach through it.
+    pub open_path: PathBuf,
+    /// The load bias: a link-time address plus `bias` is the address in the
+    /// process (0 for a non-PIE executable).
+    pub bias: u64,
+    /// The object's probes, or why they could not be read.
+    pub probes: Result<ElfProbes, Error>,
+}
+
+/// Reads `/proc/PID/maps`, keeping the file-backed lines.
+pub fn read_maps(pid: u32) -> Result<Vec<Mapping>, Error> {
+    let path = format!("/proc/{pid}/maps");
+    let text = std::fs::read_to_string(&path).map_err(|e| proc_error(pid, path, e))?;
+    Ok(text.lines().filter_map(parse_maps_line).collect())
+}
+
+/// Whether the process exists (and is not a zombie).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+fn proc_error(pid: u32, path: String, e: io::Error) -> Error {
+    match e.kind() {
+        io::ErrorKind::NotFound => Error::NoProcess(pid),
+        io::ErrorKind::PermissionDenied => Error::NotPermitted(format!(
+            "reading process {pid} needs root or the right to ptrace it"
+        )),
+        _ => Error::Io {
+            path: path.into(),
+            source: e,
+        },
+    }
+}
+
+fn parse_maps_line(line: &str) -> Option<Mapping> {
+    let mut fields = line.splitn(6, ' ');
+    let (start, end) = fields.next()?.split_once('-')?;
+    let perms = fields.next()?;
+    let offset = fields.next()?;
+    let _dev = fields.next()?;
+    let inode: u64 = fields.next()?.parse().ok()?;
+    let path = fields.next()?.trim_start();
+    if inode == 0 || !path.starts_with('/') || path.ends_with(" (deleted)") {
+        return None;
+    }
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        perms: perms.into(),
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        inode,
+        path: path.into(),
+    })
+}
+
+/// Reads every ELF object the process maps, with its probes and load bias.
+/// Files that are not ELF (fonts, locale archives) are left out.
+pub fn read_process(pid: u32) -> Result<Vec<MappedObject>, Error> {
+    let maps = read_maps(pid)?;
+    let mut by_path: BTreeMap<&str, Vec<&Mapping>> = BTreeMap::new();
+    for m in &maps {
+        by_path.entry(&m.path).or_default().push(m);
+    }
+    let mut objects = vec![];
+    for (path, mappings) in by_path {
+        let open_path = PathBuf::from(format!("/proc/{pid}/root{path}"));
+        let probes = match std::fs::read(&open_path) {
+            Ok(bytes) => read_probes(&bytes),
+            Err(e) if !process_alive(pid) => return Err(proc_error(pid, path.into(), e)),
+            Err(source) => Err(Error::Io {
+                path: open_path.clone(),
+                source,
+            }),
+        };
+        if matches!(probes, Err(Error::NotElf)) {
+            continue;
+        }
+        let bias = probes
+            .as_ref()
+            .ok()
+            .and_then(|p| load_bias(p, &mappings))
+            .unwrap_or(0);
+        objects.push(MappedObject {
+            path: path.into(),
+            open_path,
+            bias,
+            probes,
+        });
+    }
+    objects.sort_by_key(|o| o.bias);
+    Ok(objects)
+}
+
+/// The difference between where the object is mapped and its link-time
+/// addresses, from the first mapping that a `PT_LOAD` segment covers.
+pub fn load_bias(probes: &ElfProbes, mappings: &[&Mapping]) -> Option<u64> {
+    const PAGE: u64 = 4096;
+    mappings.iter().find_map(|m| {
+        let seg = probes.segments.iter().find(|s| {
+            let first = s.offset & !(PAGE - 1);
+            first <= m.offset && m.offset < s.offset.saturating_add(s.filesz.max(1))
+        })?;
+        // start - offset is where file offset 0 would be; a segment's
+        // addresses sit (vaddr - offset) above file offsets.
+        Some(
+            m.start
+                .wrapping_sub(m.offset)
+                .wrapping_sub(seg.vaddr.wrapping_sub(seg.offset)),
+        )
+    })
+}
+
+/// Reads a 2-byte semaphore at `addr` in the process's memory.
+pub fn read_semaphore(pid: u32, addr: u64) -> Result<u16, Error> {
+    use std::os::unix::fs::FileExt;
+    let path = format!("/proc/{pid}/mem");
+    let file = std::fs::File::open(&path).map_err(|e| proc_error(pid, path.clone(), e))?;
+    let mut buf = [0u8; 2];
+    file.read_exact_at(&mut buf, addr)
+        .map_err(|e| proc_error(pid, path, e))?;
+    Ok(u16::from_ne_bytes(buf))
+}
+
+/// The path a process runs (`/proc/PID/exe`), through `/proc/PID/root`.
+pub fn process_exe(pid: u32) -> Result<PathBuf, Error> {
+    let link = format!("/proc/{pid}/exe");
+    let target = std::fs::read_link(&link).map_err(|e| proc_error(pid, link, e))?;
+    Ok(Path::new(&format!("/proc/{pid}/root")).join(target.strip_prefix("/").unwrap_or(&target)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::note::Segment;
+
+    #[test]
+    fn maps_lines() {
+        let m = parse_maps_line(
+            "7f1c2a400000-7f1c2a428000 r--p 00001000 fe:01 1311   /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
+        assert_eq!(
+            (m.start, m.end, m.offset, m.inode),
+            (0x7f1c2a400000, 0x7f1c2a428000, 0x1000, 1311)
+        );
+        assert_eq!(m.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        assert!(parse_maps_line("7ffd-7ffe rw-p 00000000 00:00 0   [stack]").is_none());
+        assert!(parse_maps_line("1000-2000 r-xp 00000000 fe:01 9 /tmp/x (deleted)").is_none());
+        assert!(parse_maps_line("garbage").is_none());
+    }
+
+    #[test]
+    fn bias_of_a_pie() {
+        let probes = ElfProbes {
+            machine: crate::Machine::X86_64,
+            elf_type: 3,
+            segments: vec![
+                Segment {
+                    vaddr: 0,
+                    offset: 0,
+                    filesz: 0x600,
+                    memsz: 0x600,
+                    flags: 4,
+                },
+                Segment {
+                    vaddr: 0x1000,
+                    offset: 0x1000,
+                    filesz: 0x200,
+                    memsz: 0x200,
+                    flags: 5,
+                },
+                Segment {
+                    vaddr: 0x3df0,
+                    offset: 0x2df0,
+                    filesz: 0x220,
+                    memsz: 0x228,
+                    flags: 6,
+                },
+            ],
+            sites: vec![],
+        };
+        let text = parse_maps_line("55d0001000-55d0002000 r-xp 00001000 fe:01 9 /x").unwrap();
+        assert_eq!(load_bias(&probes, &[&text]), Some(0x55d0000000));
+        let data = parse_maps_line("55d0003000-55d0004000 rw-p 00002000 fe:01 9 /x").unwrap();
+        assert_eq!(load_bias(&probes, &[&data]), Some(0x55d0000000));
+    }
+}
