@@ -26,7 +26,7 @@ pub use arg::{parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, MAX_ARGS,
 pub use attach::{
     attach_delta, auto_attach_words, online_cpus, AttachPoint, AttachedSite, Target, Tracer,
 };
-pub use command::{resolve_program, ExitStatus, PausedCommand};
+pub use command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
 pub use error::Error;
 pub use glob::{closest, glob_match};
 pub use note::{

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use usdt_trace::{
     auto_attach_words, closest, glob_match, read_file_probes, read_process, read_semaphore,
-    resolve_program, AttachPoint, Error, KernelFeatures, PausedCommand, Site, SiteLayout, Target,
-    Tracer, UprobeSyscall,
+    resolve_program, shared_libraries, AttachPoint, Error, KernelFeatures, PausedCommand, Site,
+    SiteLayout, Target, Tracer, UprobeSyscall,
 };
 
 const USAGE: &str = "\
@@ -301,16 +301,32 @@ fn count(args: &[OsString]) -> Result<i32, Error> {
             Ok(0)
         }
         (None, false) => {
-            let program = resolve_program(Path::new(&opts.command[0]))?;
-            let probes = read_file_probes(&program)?;
-            let names: Vec<String> = probes.sites.iter().map(Site::probe).collect();
-            let sites: Vec<&Site> = probes.sites.iter().filter(|s| matches(globs, s)).collect();
-            check_matches(sites.len(), &names, globs, &program.display().to_string())?;
+            let program = absolute(&resolve_program(Path::new(&opts.command[0]))?);
+            // The program's probes, then those of the libraries it will load.
+            let mut objects = vec![(program.clone(), read_file_probes(&program)?.sites)];
+            for lib in shared_libraries(&program) {
+                if let Ok(probes) = read_file_probes(&lib) {
+                    objects.push((lib, probes.sites));
+                }
+            }
+            let names: Vec<String> = objects
+                .iter()
+                .flat_map(|(_, s)| s.iter().map(Site::probe))
+                .collect();
+            let matched = objects
+                .iter()
+                .flat_map(|(_, s)| s)
+                .filter(|s| matches(globs, s))
+                .count();
+            check_matches(matched, &names, globs, &program.display().to_string())?;
             let mut tracer = tracer.inherit(true);
             let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
-            if let Err(e) = tracer.attach(absolute(&program), sites, Target::Pid(child.pid())) {
-                child.kill();
-                return Err(e);
+            for (path, sites) in &objects {
+                let sites = sites.iter().filter(|s| matches(globs, s));
+                if let Err(e) = tracer.attach(path, sites, Target::Pid(child.pid())) {
+                    child.kill();
+                    return Err(e);
+                }
             }
             catch_signals();
             child.start()?;

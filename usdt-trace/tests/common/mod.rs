@@ -10,14 +10,15 @@ use std::process::Command;
 pub fn build_c(name: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let out = tmp.join(format!("{name}-{}", std::process::id()));
+    let out = tmp.join(std::process::id().to_string()).join(name);
     if out.exists() {
         return out;
     }
     // Tests run in parallel: build under a unique name, then rename.
     static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let partial = tmp.join(format!("{name}-{}.{seq}.partial", std::process::id()));
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let partial = out.with_extension(format!("{seq}.partial"));
     let status = Command::new("cc")
         .args(["-O2", "-g", "-o"])
         .arg(&partial)
@@ -30,9 +31,21 @@ pub fn build_c(name: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     out
 }
 
-/// The C demo program: `cdemo:plain` without and `cdemo:guarded` with a semaphore.
+/// The C demo program (see `tests/c/cdemo.c`): `cdemo:plain` without and
+/// `cdemo:guarded` with a semaphore, and `cdemolib:call` in a shared library.
 pub fn cdemo() -> PathBuf {
-    build_c("cdemo", &["cdemo.c", "cdemo_guarded.c"], &[])
+    let lib = cdemolib();
+    let rpath = format!("-Wl,-rpath,{}", lib.parent().unwrap().display());
+    build_c(
+        "cdemo",
+        &["cdemo.c", "cdemo_guarded.c"],
+        &[lib.to_str().unwrap(), &rpath],
+    )
+}
+
+/// The shared library of `cdemo`.
+pub fn cdemolib() -> PathBuf {
+    build_c("libcdemolib.so", &["cdemolib.c"], &["-shared", "-fPIC"])
 }
 
 /// One note as `readelf -n` prints it.
@@ -85,4 +98,114 @@ pub fn readelf_notes(path: &Path) -> Vec<ReadelfNote> {
         });
     }
     notes
+}
+
+/// An example program of this package (`cargo test` builds the examples).
+pub fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().unwrap();
+    let path = deps
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test -p usdt-trace`, which builds the examples",
+        path.display()
+    );
+    path
+}
+
+/// A demo program in `serve` mode: it fires probes on request.
+pub struct Serve {
+    pub child: std::process::Child,
+    pub pid: u32,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Serve {
+    /// Starts `program serve` and waits for its `ready PID` line.
+    pub fn start(program: &Path) -> Serve {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = Command::new(program)
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let pid = line
+            .trim()
+            .strip_prefix("ready ")
+            .expect("ready PID")
+            .parse()
+            .unwrap();
+        assert_eq!(pid, child.id());
+        Serve {
+            child,
+            pid,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends one request (`"5 3 2"`) and returns the `evaluated N` total.
+    pub fn fire(&mut self, counts: &str) -> u64 {
+        use std::io::{BufRead, Write};
+        writeln!(self.stdin, "{counts}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line.trim()
+            .strip_prefix("evaluated ")
+            .expect("evaluated N")
+            .parse()
+            .unwrap()
+    }
+
+    /// Closes its input, so that it exits, and waits for it.
+    pub fn finish(self) -> std::process::ExitStatus {
+        let Serve {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        child.wait().unwrap()
+    }
+
+    /// Whether `/proc/PID/maps` has a `[uprobes-trampoline]` mapping.
+    pub fn has_trampoline(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/maps", self.pid))
+            .unwrap()
+            .contains("[uprobes-trampoline]")
+    }
+}
+
+/// Waits up to 10 s for `cond`.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// `provider:name COUNT` lines of `usdt count` output.
+pub fn parse_counts(text: &str) -> std::collections::BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let (probe, n) = l.rsplit_once(' ')?;
+            probe.contains(':').then_some(())?;
+            Some((probe.to_string(), n.parse().ok()?))
+        })
+        .collect()
 }

@@ -1,0 +1,191 @@
+//! Attaching with the library: exact counts at every attach point, the
+//! optimized path's trampoline, semaphores and lazy closures. Needs root (CI
+//! runs as root).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{cdemo, example, Serve};
+use usdt_trace::{
+    read_file_probes, read_process, read_semaphore, AttachPoint, Error, Site, SiteLayout, Target,
+    Tracer,
+};
+
+/// The load bias of `path` in process `pid`.
+fn bias(pid: u32, path: &Path) -> u64 {
+    let objects = read_process(pid).unwrap();
+    let canonical = std::fs::canonicalize(path).unwrap();
+    objects
+        .iter()
+        .find(|o| o.path == canonical)
+        .expect("the program is mapped")
+        .bias
+}
+
+fn counts(tracer: &Tracer) -> BTreeMap<String, u64> {
+    tracer.probe_counts().unwrap()
+}
+
+/// Runs `traced serve` attached at `point` and checks counts, the lazy
+/// closure, the semaphore and the trampoline.
+fn rust_probes_at(point: AttachPoint) -> bool {
+    let exe = example("traced");
+    let sites = read_file_probes(&exe).unwrap().sites;
+    assert!(sites.iter().all(|s| s.layout == SiteLayout::NopNop5));
+    let mut serve = Serve::start(&exe);
+    let bias = bias(serve.pid, &exe);
+    let lazy = sites.iter().find(|s| s.name == "lazy").unwrap();
+    let semaphore = lazy.semaphore.unwrap() + bias;
+    assert_eq!(read_semaphore(serve.pid, semaphore).unwrap(), 0);
+    assert_eq!(serve.fire("2 3 4"), 0, "no closure runs before attaching");
+
+    let mut tracer = Tracer::new(point);
+    tracer.attach(&exe, &sites, Target::Pid(serve.pid)).unwrap();
+    assert_eq!(read_semaphore(serve.pid, semaphore).unwrap(), 1);
+    let expected_offset = lazy.location_offset.unwrap() + u64::from(point != AttachPoint::Nop);
+    assert!(tracer.sites().iter().any(|s| s.offset == expected_offset));
+    assert_eq!(serve.fire("5 7 9"), 7);
+    assert_eq!(serve.fire("0 100 0"), 107);
+    let c = counts(&tracer);
+    assert_eq!(
+        (c["traced:eager"], c["traced:lazy"], c["traced:adhoc"]),
+        (5, 107, 9),
+        "{point:?}"
+    );
+    let trampoline = serve.has_trampoline();
+
+    drop(tracer);
+    assert_eq!(
+        read_semaphore(serve.pid, semaphore).unwrap(),
+        0,
+        "detach restores the semaphore"
+    );
+    assert_eq!(serve.fire("5 7 9"), 107, "no closure runs after detach");
+    assert!(serve.finish().success());
+    trampoline
+}
+
+#[test]
+fn rust_probes_auto_counts_exactly_and_is_optimized_here() {
+    // On this kernel (ENXIO) Auto attaches nop;nop5 sites at Location + 1.
+    assert!(rust_probes_at(AttachPoint::Auto));
+}
+
+#[test]
+fn rust_probes_next_counts_exactly_through_the_trampoline() {
+    assert!(
+        rust_probes_at(AttachPoint::Next),
+        "Next gives a [uprobes-trampoline] mapping"
+    );
+}
+
+#[test]
+fn rust_probes_nop_counts_exactly_without_trampoline() {
+    assert!(
+        !rust_probes_at(AttachPoint::Nop),
+        "Nop leaves no [uprobes-trampoline] mapping"
+    );
+}
+
+#[test]
+fn c_probes_count_exactly_with_their_semaphore() {
+    let exe = cdemo();
+    let objects = {
+        let serve = Serve::start(&exe);
+        let o = read_process(serve.pid).unwrap();
+        serve.finish();
+        o
+    };
+    let lib = objects
+        .iter()
+        .find(|o| o.path.ends_with("libcdemolib.so"))
+        .expect("the library is mapped");
+    assert_ne!(lib.bias, 0);
+    let lib_sites = lib.probes.as_ref().unwrap().sites.clone();
+    let sites = read_file_probes(&exe).unwrap().sites;
+    for point in [AttachPoint::Auto, AttachPoint::Nop] {
+        let mut serve = Serve::start(&exe);
+        let guarded = sites.iter().find(|s| s.name == "guarded").unwrap();
+        let semaphore = guarded.semaphore.unwrap() + bias(serve.pid, &exe);
+        let mut tracer = Tracer::new(point);
+        tracer.attach(&exe, &sites, Target::Pid(serve.pid)).unwrap();
+        tracer
+            .attach(&lib.path, &lib_sites, Target::Pid(serve.pid))
+            .unwrap();
+        assert_eq!(read_semaphore(serve.pid, semaphore).unwrap(), 1);
+        assert_eq!(serve.fire("5 3 2"), 3);
+        let c = counts(&tracer);
+        assert_eq!(
+            (c["cdemo:plain"], c["cdemo:guarded"], c["cdemolib:call"]),
+            (5, 3, 2)
+        );
+        // sys/sdt.h sites are one nop: Auto attaches there, so nothing is optimized.
+        assert!(tracer
+            .sites()
+            .iter()
+            .all(|s| Some(s.offset) == s.site.location_offset));
+        assert!(!serve.has_trampoline());
+        drop(tracer);
+        assert_eq!(read_semaphore(serve.pid, semaphore).unwrap(), 0);
+        assert_eq!(serve.fire("5 3 2"), 3);
+        serve.finish();
+    }
+}
+
+#[test]
+fn next_is_refused_on_a_single_nop_site() {
+    let exe = cdemo();
+    let sites: Vec<Site> = read_file_probes(&exe).unwrap().sites;
+    let serve = Serve::start(&exe);
+    let mut tracer = Tracer::new(AttachPoint::Next);
+    let e = tracer
+        .attach(&exe, &sites, Target::Pid(serve.pid))
+        .unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)));
+    assert!(e.to_string().contains("no long nop"), "{e}");
+    assert!(tracer.sites().is_empty());
+    serve.finish();
+}
+
+#[test]
+fn every_process_of_a_binary() {
+    // A copy of its own: other tests run `traced` at the same time.
+    let exe =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("traced-all-{}", std::process::id()));
+    std::fs::copy(example("traced"), &exe).unwrap();
+    let sites = read_file_probes(&exe).unwrap().sites;
+    let mut tracer = Tracer::new(AttachPoint::Auto);
+    tracer.attach(&exe, &sites, Target::AllProcesses).unwrap();
+    let mut a = Serve::start(&exe);
+    let mut b = Serve::start(&exe);
+    assert_eq!(a.fire("1 2 3"), 2);
+    assert_eq!(b.fire("10 20 30"), 20);
+    let c = counts(&tracer);
+    assert_eq!(
+        (c["traced:eager"], c["traced:lazy"], c["traced:adhoc"]),
+        (11, 22, 33)
+    );
+    drop(tracer);
+    assert_eq!(a.fire("1 2 3"), 2);
+    a.finish();
+    b.finish();
+    std::fs::remove_file(exe).unwrap();
+}
+
+#[test]
+fn a_process_that_exited_is_an_error() {
+    let exe = cdemo();
+    let serve = Serve::start(&exe);
+    let pid = serve.pid;
+    serve.finish();
+    let sites = read_file_probes(&exe).unwrap().sites;
+    let mut tracer = Tracer::new(AttachPoint::Auto);
+    let e = tracer.attach(&exe, &sites, Target::Pid(pid)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("process {pid} does not exist or has exited")
+    );
+    assert!(matches!(read_process(pid), Err(Error::NoProcess(p)) if p == pid));
+}
