@@ -1,0 +1,135 @@
+//! Attaching the rows' uprobes, through usdt-trace (perf_event_open on the
+//! uprobe PMU, counting hits), and checking whether the kernel optimized the
+//! site.
+
+use std::path::Path;
+
+use usdt_trace::{AttachPoint, Target};
+
+/// Where a row attaches on its probe's site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum At {
+    /// At the note's Location: the 1-byte `nop`, emulated (int3).
+    Nop,
+    /// At Location + 1: the `nop5`, which the kernel may optimize.
+    Next,
+    /// Where usdt-trace's feature detection says (Location + 1 on 6.18 - 7.2).
+    Auto,
+}
+
+/// A uprobe attached for one row; dropping it detaches.
+pub struct Attached {
+    /// What the table's `attach` column says.
+    pub describe: String,
+    tracer: usdt_trace::Tracer,
+    /// The address of the attached instruction in the traced process.
+    addr: u64,
+    pid: u32,
+}
+
+/// Attaches to every site of `probe` (provider, name) in the executable `exe`
+/// running as `pid`.
+pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attached, String> {
+    let e = |e: usdt_trace::Error| format!("{}:{}: {e}", probe.0, probe.1);
+    let sites: Vec<_> = usdt_trace::read_file(exe)
+        .map_err(e)?
+        .into_iter()
+        .filter(|s| (s.provider.as_str(), s.name.as_str()) == probe)
+        .collect();
+    let Some(first) = sites.first() else {
+        return Err(format!(
+            "no probe {}:{} in {}",
+            probe.0,
+            probe.1,
+            exe.display()
+        ));
+    };
+    let point = match at {
+        At::Nop => AttachPoint::Nop,
+        At::Next => AttachPoint::Next,
+        At::Auto => AttachPoint::Auto,
+    };
+    let mut tracer = usdt_trace::Tracer::new(point);
+    tracer.attach(exe, &sites, Target::Pid(pid)).map_err(e)?;
+    let attached = &tracer.sites()[0];
+    let insn = match attached.offset - first.location_offset.unwrap_or(attached.offset) {
+        0 => "nop",
+        _ => "nop5",
+    };
+    let mut describe = format!(
+        "{insn}{}",
+        if first.semaphore.is_some() {
+            "+semaphore"
+        } else {
+            ""
+        }
+    );
+    if at == At::Auto {
+        describe = format!("auto: {describe}");
+    }
+    let addr = runtime_address(pid, exe, attached.offset)?;
+    Ok(Attached {
+        describe,
+        tracer,
+        addr,
+        pid,
+    })
+}
+
+/// Where file offset `offset` of `exe` is mapped in process `pid`.
+fn runtime_address(pid: u32, exe: &Path, offset: u64) -> Result<u64, String> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(exe)
+        .map_err(|e| format!("{}: {e}", exe.display()))?
+        .ino();
+    let maps = usdt_trace::read_maps(pid).map_err(|e| e.to_string())?;
+    maps.iter()
+        .find(|m| m.inode == inode && m.offset <= offset && offset - m.offset < m.end - m.start)
+        .map(|m| m.start + (offset - m.offset))
+        .ok_or_else(|| {
+            format!(
+                "file offset {offset:#x} of {} is not mapped in process {pid}",
+                exe.display()
+            )
+        })
+}
+
+impl Attached {
+    /// Hits counted so far.
+    pub fn count(&self) -> Result<u64, String> {
+        let counts = self.tracer.probe_counts().map_err(|e| e.to_string())?;
+        Ok(counts.values().sum())
+    }
+
+    /// Did the kernel optimize the site: is the attached instruction now a
+    /// `call` (`e8`) into a `[uprobes-trampoline]` mapping of the process?
+    pub fn optimized(&self) -> bool {
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).unwrap_or_default();
+        let Some(trampoline) = maps.lines().find(|l| l.ends_with("[uprobes-trampoline]")) else {
+            return false;
+        };
+        let Some((lo, hi)) = trampoline
+            .split_whitespace()
+            .next()
+            .and_then(|r| r.split_once('-'))
+        else {
+            return false;
+        };
+        let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else {
+            return false;
+        };
+        let mut insn = [0u8; 5];
+        if read_mem(self.pid, self.addr, &mut insn).is_err() || insn[0] != 0xe8 {
+            return false;
+        }
+        let rel = i32::from_le_bytes([insn[1], insn[2], insn[3], insn[4]]);
+        let target = self.addr.wrapping_add(5).wrapping_add(rel as i64 as u64);
+        (lo..hi).contains(&target)
+    }
+}
+
+/// Reads the traced process's memory (its code) at `addr`.
+fn read_mem(pid: u32, addr: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    std::fs::File::open(format!("/proc/{pid}/mem"))?.read_exact_at(buf, addr)
+}

@@ -1,0 +1,85 @@
+//! Idle cost in instructions, counted by `valgrind --tool=callgrind` (this
+//! machine has no hardware counters).
+//!
+//! Each loop runs in a child under callgrind twice, with `N1` and `N2`
+//! iterations; `(Ir(N2) - Ir(N1)) / (N2 - N1)` is its cost per iteration, with
+//! start-up and exit cancelled out. Every probe is then reported as its
+//! difference from the bare loop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const N1: u64 = 1_000_000;
+const N2: u64 = 2_000_000;
+
+/// The loops counted, as (key in the JSON, program, argument of
+/// `--callgrind-child`). `bare` first: the others are reported against it.
+pub fn jobs(bench: &Path, peers: Option<&Path>) -> Vec<(&'static str, PathBuf, &'static str)> {
+    let mut jobs = vec![
+        ("bare", bench.to_owned(), "bare"),
+        ("usdt", bench.to_owned(), "usdt"),
+        ("usdt-lazy", bench.to_owned(), "usdt-lazy"),
+        ("usdt-str", bench.to_owned(), "usdt-str"),
+        ("c-sdt", bench.to_owned(), "c-sdt"),
+        ("probe-crate", bench.to_owned(), "probe-crate"),
+    ];
+    if let Some(peers) = peers {
+        // The helper's own bare loop, to check it compiles like ours.
+        jobs.push(("peers-bare", peers.to_owned(), "bare"));
+        jobs.push(("oxide-usdt", peers.to_owned(), "oxide-usdt"));
+    }
+    jobs
+}
+
+/// Is valgrind there? `Err` says why not.
+pub fn available() -> Result<(), String> {
+    match Command::new("valgrind")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+    {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("`valgrind --version` failed ({s})")),
+        Err(_) => Err("valgrind is not installed (apt install valgrind)".into()),
+    }
+}
+
+/// Instructions per iteration of `program --callgrind-child LOOP N`.
+pub fn per_iteration(program: &Path, name: &str) -> Result<f64, String> {
+    let i1 = instructions(program, name, N1)?;
+    let i2 = instructions(program, name, N2)?;
+    Ok((i2 as f64 - i1 as f64) / (N2 - N1) as f64)
+}
+
+/// Total instructions (`Ir`) of one child under callgrind.
+fn instructions(program: &Path, name: &str, n: u64) -> Result<u64, String> {
+    let out = std::env::temp_dir().join(format!(
+        "usdt-bench-{}-{name}-{n}.callgrind",
+        std::process::id()
+    ));
+    let status = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(program)
+        .args(["--callgrind-child", name, &n.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| format!("could not run valgrind: {e}"))?;
+    let text = std::fs::read_to_string(&out);
+    let _ = std::fs::remove_file(&out);
+    if !status.success() {
+        return Err(format!(
+            "valgrind on `{} --callgrind-child {name} {n}` failed ({status})",
+            program.display()
+        ));
+    }
+    let text = text.map_err(|e| format!("{}: {e}", out.display()))?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("no `totals:` line in callgrind's output for {name}"))
+}

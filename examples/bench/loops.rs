@@ -1,0 +1,100 @@
+//! The loops the bench times and counts: one function per row, all of the
+//! same shape, `for i in 0..n { <one probe or call> }`, never inlined so that
+//! every row runs the same code whatever the caller does.
+//!
+//! The probes take the loop counter and the bound, `(i, n)`, which already
+//! live in registers, so an eager probe adds only its site.
+
+use std::hint::black_box;
+
+/// Our provider: `bench:hit` (eager), `bench:lazy` (semaphore-gated) and
+/// `bench:text` (a `&str` argument).
+#[usdt::provider]
+mod bench {
+    fn hit(a: u64, b: u64) {}
+    fn lazy(a: u64, b: u64) {}
+    fn text(s: &str) {}
+}
+
+/// The loop with no probe. The empty asm names the counter so that the loop
+/// is not deleted; it costs no instruction.
+#[inline(never)]
+pub fn bare(n: u64) {
+    for i in 0..n {
+        // SAFETY: an empty template: it only names a register.
+        unsafe { std::arch::asm!("/* {0} */", in(reg) i, options(nomem, preserves_flags)) };
+    }
+}
+
+/// The loop calling `getpgid(0)`, upstream's `syscall-count`.
+#[inline(never)]
+pub fn syscall(n: u64) {
+    for _ in 0..n {
+        // SAFETY: getpgid has no memory arguments and cannot fail for pid 0.
+        unsafe { libc::getpgid(0) };
+    }
+}
+
+/// The loop with our eager probe: a `nop; nop5` site, `(i, n)` in registers.
+#[inline(never)]
+pub fn hit(n: u64) {
+    for i in 0..n {
+        bench::hit!(i, n);
+    }
+}
+
+/// The loop with our lazy probe: the closure runs only while traced.
+#[inline(never)]
+pub fn lazy(n: u64) {
+    for i in 0..n {
+        bench::lazy!(|| (i, n));
+    }
+}
+
+/// The loop with our `&str` probe: the string is copied only while traced.
+#[inline(never)]
+pub fn text(n: u64) {
+    let s: &str = black_box("/bench/text");
+    for _ in 0..n {
+        bench::text!(s);
+    }
+}
+
+/// The loop with crates.io `probe` 0.5 (cuviper): a `nop` site, no semaphore.
+#[inline(never)]
+pub fn probe_crate(n: u64) {
+    for i in 0..n {
+        probe::probe!(pbench, hit, i, n);
+    }
+}
+
+/// The loop with a C `<sys/sdt.h>` probe (`cbench:hit`), in bench/c-sdt.
+#[inline(never)]
+pub fn c_sdt(n: u64) {
+    usdt_bench_c::sdt_loop(n);
+}
+
+/// The probes of this binary the attached rows use, as (provider, name).
+pub const HIT: (&str, &str) = ("bench", "hit");
+/// Our semaphore-gated probe.
+pub const LAZY: (&str, &str) = ("bench", "lazy");
+/// The `<sys/sdt.h>` probe.
+pub const C_SDT: (&str, &str) = (usdt_bench_c::PROVIDER, usdt_bench_c::NAME);
+/// The `probe` crate's probe.
+pub const PROBE_CRATE: (&str, &str) = ("pbench", "hit");
+/// oxidecomputer's probe, in the peers helper (bench/peers/bench.d).
+pub const OXIDE: (&str, &str) = ("oxbench", "hit");
+
+/// The loop for a name, for `--callgrind-child`.
+pub fn by_name(name: &str) -> Option<fn(u64)> {
+    Some(match name {
+        "bare" => bare,
+        "syscall" => syscall,
+        "usdt" => hit,
+        "usdt-lazy" => lazy,
+        "usdt-str" => text,
+        "c-sdt" => c_sdt,
+        "probe-crate" => probe_crate,
+        _ => return None,
+    })
+}

@@ -1,0 +1,342 @@
+//! The benchmark: how fast a loop runs with each kind of probe, idle and
+//! traced, beside upstream's `run_bench_uprobes.sh` rows.
+//!
+//! ```text
+//! cargo run --release --example bench [-- --quick] [--json FILE] [--svg FILE]
+//! ```
+//!
+//! Prints a table on stdout; progress goes to stderr. Attached rows need root
+//! (perf_event_open on the uprobe PMU). See bench/README.md for what each row
+//! runs and how it is measured.
+
+mod attach;
+mod callgrind;
+mod loops;
+mod machine;
+mod peers;
+mod report;
+mod timing;
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use attach::At;
+use indicatif::{ProgressBar, ProgressStyle};
+use report::{Report, Row};
+use timing::{Local, Loop, Plan};
+
+/// Who runs a row's loop.
+#[derive(Clone, Copy)]
+enum Runner {
+    /// This process, on the bench thread.
+    Here(fn(u64)),
+    /// The peers helper (bench/peers/), its loop of this name.
+    Peers(&'static str),
+}
+
+/// One row of the table.
+struct Spec {
+    name: &'static str,
+    runner: Runner,
+    /// The probe (provider, name) to attach to, and where; `None` for idle rows.
+    attach: Option<((&'static str, &'static str), At)>,
+}
+
+const fn row(
+    name: &'static str,
+    runner: Runner,
+    attach: Option<((&'static str, &'static str), At)>,
+) -> Spec {
+    Spec {
+        name,
+        runner,
+        attach,
+    }
+}
+
+/// The rows, in the order they run. `usdt-nop` runs before `usdt-nop5`: the
+/// `[uprobes-trampoline]` page stays mapped once the kernel created it.
+const ROWS: [Spec; 10] = [
+    row("usermode-count", Runner::Here(loops::bare), None),
+    row("syscall-count", Runner::Here(loops::syscall), None),
+    row("usdt-idle", Runner::Here(loops::hit), None),
+    row("usdt-idle-lazy", Runner::Here(loops::lazy), None),
+    row(
+        "usdt-nop",
+        Runner::Here(loops::hit),
+        Some((loops::HIT, At::Nop)),
+    ),
+    row(
+        "usdt-nop5",
+        Runner::Here(loops::hit),
+        Some((loops::HIT, At::Next)),
+    ),
+    row(
+        "usdt-lazy",
+        Runner::Here(loops::lazy),
+        Some((loops::LAZY, At::Auto)),
+    ),
+    row(
+        "c-sdt-nop",
+        Runner::Here(loops::c_sdt),
+        Some((loops::C_SDT, At::Nop)),
+    ),
+    row(
+        "oxide-usdt",
+        Runner::Peers("oxide-usdt"),
+        Some((loops::OXIDE, At::Nop)),
+    ),
+    row(
+        "probe-crate",
+        Runner::Here(loops::probe_crate),
+        Some((loops::PROBE_CRATE, At::Nop)),
+    ),
+];
+
+struct Options {
+    plan: Plan,
+    json: Option<PathBuf>,
+    svg: Option<PathBuf>,
+}
+
+const USAGE: &str = "usage: bench [--quick] [--json FILE] [--svg FILE]";
+
+fn options(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        plan: Plan::FULL,
+        json: None,
+        svg: None,
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut file = || {
+            args.next()
+                .map(PathBuf::from)
+                .ok_or(format!("{arg} needs a FILE; {USAGE}"))
+        };
+        match arg.as_str() {
+            "--quick" => o.plan = Plan::QUICK,
+            "--json" => o.json = Some(file()?),
+            "--svg" => o.svg = Some(file()?),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => return Err(format!("unknown argument `{arg}`; {USAGE}")),
+        }
+    }
+    Ok(o)
+}
+
+/// `--callgrind-child LOOP N`: run one loop under valgrind, nothing else.
+fn callgrind_child(args: &[String]) -> ! {
+    let (Some(run), Some(Ok(n))) = (
+        args.first().and_then(|l| loops::by_name(l)),
+        args.get(1).map(|n| n.parse()),
+    ) else {
+        eprintln!("bench: --callgrind-child LOOP N");
+        std::process::exit(2);
+    };
+    run(std::hint::black_box(n));
+    std::process::exit(0)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--callgrind-child") {
+        callgrind_child(&args[1..]);
+    }
+    if let Err(e) = options(&args).and_then(run) {
+        eprintln!("bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Why uprobes cannot be attached here, if they cannot.
+fn cannot_attach() -> Option<String> {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        return Some(format!(
+            "attaching uprobes with perf_event_open needs root (euid is {euid}); run the bench as root for the attached rows"
+        ));
+    }
+    if !Path::new("/sys/bus/event_source/devices/uprobe/type").exists() {
+        return Some("this kernel has no uprobe PMU (/sys/bus/event_source/devices/uprobe)".into());
+    }
+    None
+}
+
+fn run(opts: Options) -> Result<(), String> {
+    let machine = machine::Machine::probe();
+    let exe =
+        std::fs::canonicalize("/proc/self/exe").map_err(|e| format!("/proc/self/exe: {e}"))?;
+    let no_attach = cannot_attach();
+
+    eprintln!("bench: building bench/peers (oxidecomputer usdt 0.6) ...");
+    let peers_exe = peers::build();
+    if let Err(e) = &peers_exe {
+        eprintln!("bench: {e}");
+    }
+    let mut helper = match &peers_exe {
+        Ok(p) => peers::Helper::start(p)
+            .map_err(|e| eprintln!("bench: {e}"))
+            .ok(),
+        Err(_) => None,
+    };
+
+    let jobs = callgrind::jobs(&exe, peers_exe.as_deref().ok());
+    let valgrind = callgrind::available();
+    let steps = ROWS.len() * opts.plan.runs + if valgrind.is_ok() { jobs.len() } else { 0 };
+    let bar = progress(steps as u64);
+
+    let mut report = Report {
+        machine,
+        plan: opts.plan,
+        rows: Vec::new(),
+        skipped: Vec::new(),
+        idle: Ok(BTreeMap::new()),
+    };
+    for spec in &ROWS {
+        let why_not = match (spec.attach, &no_attach, spec.runner, &helper) {
+            (Some(_), Some(why), _, _) => Some(why.clone()),
+            (_, _, Runner::Peers(_), None) => Some(match &peers_exe {
+                Err(e) => format!("the peers helper could not be built: {e}"),
+                Ok(_) => "the peers helper could not be started".into(),
+            }),
+            _ => None,
+        };
+        if let Some(why) = why_not {
+            bar.inc(opts.plan.runs as u64);
+            report.skipped.push((spec.name, why));
+            continue;
+        }
+        bar.set_message(spec.name);
+        if bar.is_hidden() {
+            eprintln!("bench: {} ...", spec.name);
+        }
+        match measure_row(spec, &exe, helper.as_mut(), opts.plan, &bar) {
+            Ok(row) => report.rows.push(row),
+            Err(e) => {
+                bar.suspend(|| eprintln!("bench: {}: {e}", spec.name));
+                report.skipped.push((spec.name, e));
+            }
+        }
+    }
+    drop(helper);
+
+    report.idle = valgrind.and_then(|()| {
+        bar.set_message("callgrind");
+        if bar.is_hidden() {
+            eprintln!("bench: counting idle instructions with callgrind ...");
+        }
+        idle_instructions(&jobs, &bar)
+    });
+    bar.finish_and_clear();
+
+    print!("{}", report.table());
+    if let Some(why) = &no_attach {
+        println!("# attached rows skipped: {why}.");
+    }
+    if let Some(path) = &opts.json {
+        report.write_json(path)?;
+        eprintln!("bench: wrote {}", path.display());
+    }
+    if let Some(path) = &opts.svg {
+        report.write_svg(path)?;
+        eprintln!("bench: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// A bar on a terminal, nothing otherwise (then `run` prints plain lines).
+fn progress(steps: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(steps);
+    if let Ok(style) = ProgressStyle::with_template("bench {bar:30} {pos}/{len} {msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Attaches (for attached rows), measures, checks the hit count, detaches.
+fn measure_row(
+    spec: &Spec,
+    exe: &Path,
+    helper: Option<&mut peers::Helper>,
+    plan: Plan,
+    bar: &ProgressBar,
+) -> Result<Row, String> {
+    let (pid, target) = match (spec.runner, &helper) {
+        (Runner::Peers(_), Some(h)) => (h.pid, h.exe.clone()),
+        _ => (std::process::id(), exe.to_owned()),
+    };
+    let attached = match spec.attach {
+        Some((probe, at)) => Some(attach::attach(pid, &target, probe, at)?),
+        None => None,
+    };
+    let mut runner: Box<dyn Loop + '_> = match (spec.runner, helper) {
+        (Runner::Here(f), _) => Box::new(Local(f)),
+        (Runner::Peers(name), Some(h)) => Box::new(h.row(name)),
+        (Runner::Peers(_), None) => return Err("no peers helper".into()),
+    };
+    let measured = timing::measure(runner.as_mut(), plan, || bar.inc(1))?;
+    let mut row = Row {
+        name: spec.name,
+        mops: measured.mean(),
+        stddev: measured.stddev(),
+        attach: "none".into(),
+        optimized: false,
+        attached: false,
+    };
+    if let Some(a) = attached {
+        let hits = a.count()?;
+        if hits == 0 {
+            return Err(format!(
+                "attached at {}, but the probe was never hit",
+                a.describe
+            ));
+        }
+        if hits != measured.iterations {
+            bar.suspend(|| {
+                eprintln!(
+                    "bench: warning: {}: {hits} hits counted for {} iterations",
+                    spec.name, measured.iterations
+                )
+            });
+        }
+        row.optimized = a.optimized();
+        row.attach = a.describe;
+        row.attached = true;
+    }
+    Ok(row)
+}
+
+/// Counts each loop under callgrind; reports probes against the bare loop.
+fn idle_instructions(
+    jobs: &[(&'static str, PathBuf, &'static str)],
+    bar: &ProgressBar,
+) -> Result<BTreeMap<&'static str, f64>, String> {
+    let mut per_iter = BTreeMap::new();
+    for (key, program, name) in jobs {
+        bar.set_message(format!("callgrind {key}"));
+        per_iter.insert(*key, callgrind::per_iteration(program, name)?);
+        bar.inc(1);
+    }
+    let bare = per_iter["bare"];
+    let mut idle = BTreeMap::new();
+    for (key, value) in &per_iter {
+        let base = match *key {
+            "bare" => 0.0,
+            "peers-bare" => continue,
+            // The helper's probe against the helper's own bare loop.
+            "oxide-usdt" => per_iter.get("peers-bare").copied().unwrap_or(bare),
+            _ => bare,
+        };
+        idle.insert(*key, value - base);
+    }
+    Ok(idle)
+}

@@ -1,0 +1,245 @@
+//! Output: the table on stdout, `--json`, `--svg`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::machine::Machine;
+use crate::timing::Plan;
+
+/// The row every attached row is compared with.
+pub const REFERENCE: &str = "c-sdt-nop";
+
+/// One measured row.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Row name (see the table in bench/README.md).
+    pub name: &'static str,
+    /// Mean rate, million iterations per second.
+    pub mops: f64,
+    /// Standard deviation of the runs' rates.
+    pub stddev: f64,
+    /// Where a uprobe was attached (`none` for idle rows).
+    pub attach: String,
+    /// Whether the kernel optimized the attached site (call to
+    /// `[uprobes-trampoline]`).
+    pub optimized: bool,
+    /// Whether a tracer was attached.
+    pub attached: bool,
+}
+
+/// Instructions per iteration (`bare`) and per probe (the others, as
+/// differences from `bare`), or why they were not counted.
+pub type Idle = Result<BTreeMap<&'static str, f64>, String>;
+
+/// Everything the bench found.
+pub struct Report {
+    /// The machine.
+    pub machine: Machine,
+    /// Runs and their length.
+    pub plan: Plan,
+    /// Measured rows, in order.
+    pub rows: Vec<Row>,
+    /// Rows not run, and why.
+    pub skipped: Vec<(&'static str, String)>,
+    /// Idle cost.
+    pub idle: Idle,
+}
+
+impl Report {
+    fn reference(&self) -> Option<f64> {
+        self.rows
+            .iter()
+            .find(|r| r.name == REFERENCE)
+            .map(|r| r.mops)
+    }
+
+    fn ratio(&self, row: &Row) -> Option<f64> {
+        self.reference()
+            .filter(|_| row.attached)
+            .map(|c| row.mops / c)
+    }
+
+    /// The table, upstream's `name : mean ± sd M/s` plus our columns.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        s += &format!("# usdt bench: {}\n", self.machine.line());
+        s += &format!(
+            "# {} run(s) of >= {:.1} s per row, one thread, M/s = million loop iterations (probe hits) per second\n",
+            self.plan.runs,
+            self.plan.run_time.as_secs_f64()
+        );
+        s += &format!(
+            "{:<15}   {:>19}  {:<18} {:<9} {}\n",
+            "row", "rate", "attach", "optimized", "vs c-sdt-nop"
+        );
+        for r in &self.rows {
+            let rate = format!("{:.3} ± {:.3}M/s", r.mops, r.stddev);
+            let opt = match (r.attached, r.optimized) {
+                (false, _) => "-",
+                (true, true) => "yes",
+                (true, false) => "no",
+            };
+            let ratio = self.ratio(r).map_or("-".into(), |x| format!("{x:.2}x"));
+            s += &format!(
+                "{:<15} : {rate:>19}  {:<18} {opt:<9} {ratio}\n",
+                r.name, r.attach
+            );
+        }
+        for (name, why) in &self.skipped {
+            s += &format!("{name:<15} : skipped: {why}\n");
+        }
+        s += &self.idle_table();
+        s
+    }
+
+    fn idle_table(&self) -> String {
+        let idle = match &self.idle {
+            Err(why) => return format!("# idle instructions not counted: {why}\n"),
+            Ok(idle) => idle,
+        };
+        let mut s =
+            String::from("# idle cost, instructions per iteration (valgrind --tool=callgrind)\n");
+        let targets = [
+            ("bare", "the loop alone"),
+            ("usdt", "eager, 2 register args: target <= 2 (the nops)"),
+            ("usdt-lazy", "semaphore-gated: target <= 4"),
+            ("usdt-str", "&str arg: copies nothing while untraced"),
+            ("c-sdt", "C <sys/sdt.h>, 2 args"),
+            ("oxide-usdt", "oxidecomputer usdt 0.6, 2 args"),
+            ("probe-crate", "probe 0.5, 2 args"),
+        ];
+        for (key, what) in targets {
+            let value = match idle.get(key) {
+                Some(v) if key == "bare" => format!("{v:.2}"),
+                Some(v) => format!("{v:+.2}"),
+                None => "-".into(),
+            };
+            s += &format!("{key:<15} : {value:>8}  {what}\n");
+        }
+        s
+    }
+
+    /// The `--json` document.
+    pub fn json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let rows: Vec<_> = self
+            .rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "name": r.name,
+                    "mops": r.mops,
+                    "stddev": r.stddev,
+                    "attach": r.attach,
+                    "optimized": r.optimized,
+                    "ratio_to_c_sdt_nop": self.ratio(r),
+                })
+            })
+            .collect();
+        let mut doc = json!({
+            "machine": {
+                "kernel": self.machine.kernel,
+                "cpu": self.machine.cpu,
+                "cpus": self.machine.cpus,
+                "virtualization": self.machine.virtualization,
+            },
+            "runs": self.plan.runs,
+            "run_seconds": self.plan.run_time.as_secs_f64(),
+            "rows": rows,
+            "skipped": self.skipped.iter().map(|(n, why)| json!({"name": n, "reason": why})).collect::<Vec<_>>(),
+        });
+        match &self.idle {
+            Ok(idle) => doc["idle_instructions"] = json!(idle),
+            Err(why) => {
+                doc["idle_instructions"] = json!({});
+                doc["idle_instructions_skipped"] = json!(why);
+            }
+        }
+        doc
+    }
+
+    /// Writes the `--json` document.
+    pub fn write_json(&self, path: &Path) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(&self.json()).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Draws the rows as horizontal bars on a log scale (`--svg`).
+    pub fn write_svg(&self, path: &Path) -> Result<(), String> {
+        self.draw_svg(path)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    fn draw_svg(&self, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+        use plotters::prelude::*;
+
+        let n = self.rows.len();
+        let root = SVGBackend::new(path, (960, 120 + 34 * n as u32)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let max = self
+            .rows
+            .iter()
+            .map(|r| r.mops + r.stddev)
+            .fold(1.0, f64::max);
+        let min = self.rows.iter().map(|r| r.mops).fold(max, f64::min);
+        let lo = 10f64.powf((min / 2.0).log10().floor());
+        let hi = 10f64.powf((max * 1.5).log10().ceil());
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("usdt bench: {}", self.machine.line()),
+                ("sans-serif", 15),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(130)
+            .build_cartesian_2d((lo..hi).log_scale(), 0f64..n as f64)?;
+        let label = |y: &f64| {
+            let i = n as f64 - 0.5 - y;
+            if (i - i.round()).abs() < 1e-6 && i >= 0.0 {
+                self.rows
+                    .get(i.round() as usize)
+                    .map_or(String::new(), |r| r.name.to_string())
+            } else {
+                String::new()
+            }
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(2 * n + 1)
+            .y_label_formatter(&label)
+            .x_desc("million iterations per second (log scale); error bars: one standard deviation")
+            .draw()?;
+        for (i, r) in self.rows.iter().enumerate() {
+            let y = (n - 1 - i) as f64;
+            let color = match (r.attached, r.name) {
+                (false, _) => RGBColor(150, 150, 150),
+                (true, "usdt-nop" | "usdt-nop5" | "usdt-lazy") => RGBColor(31, 119, 180),
+                (true, _) => RGBColor(255, 127, 14),
+            };
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(lo, y + 0.15), (r.mops.max(lo), y + 0.85)],
+                color.filled(),
+            )))?;
+            let (a, b) = ((r.mops - r.stddev).max(lo), r.mops + r.stddev);
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(a, y + 0.5), (b, y + 0.5)],
+                BLACK,
+            )))?;
+            let mut text = format!("{:.3} M/s", r.mops);
+            if let Some(x) = self.ratio(r) {
+                text += &format!("  ({x:.2}x c-sdt-nop)");
+            }
+            if r.optimized {
+                text += "  optimized";
+            }
+            chart.draw_series(std::iter::once(Text::new(
+                text,
+                (b * 1.1, y + 0.3),
+                ("sans-serif", 13),
+            )))?;
+        }
+        root.present()?;
+        Ok(())
+    }
+}
