@@ -244,6 +244,9 @@ fn lazy_arms(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -
         quote! {{
             #on_fn
             if __usdt_on() {
+                // The closure is kept (not inlined as a block) so that
+                // `return` and `?` in it mean what they mean in a closure.
+                #[allow(clippy::redundant_closure_call)]
                 let #pattern = (#closure)();
                 #staging
                 #site_fn

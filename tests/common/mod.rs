@@ -1,0 +1,139 @@
+//! Shared by the integration tests: building the examples in a given build
+//! shape, running programs, and the environment tracers need.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+/// A way of building the examples: a cargo profile of this workspace and
+/// features of the `usdt` crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Shape {
+    /// `dev`: opt-level 0.
+    Debug,
+    /// `release`: opt-level 3.
+    Release,
+    /// `o3-fat`: opt-level 3, `lto = "fat"`, `codegen-units = 1`.
+    O3Fat,
+    /// `release` with the `nop10` feature.
+    Nop10,
+}
+
+impl Shape {
+    pub const ALL: [Shape; 4] = [Shape::Debug, Shape::Release, Shape::O3Fat, Shape::Nop10];
+
+    fn profile(self) -> &'static str {
+        match self {
+            Shape::Debug => "dev",
+            Shape::Release | Shape::Nop10 => "release",
+            Shape::O3Fat => "o3-fat",
+        }
+    }
+
+    fn profile_dir(self) -> &'static str {
+        match self {
+            Shape::Debug => "debug",
+            Shape::Release | Shape::Nop10 => "release",
+            Shape::O3Fat => "o3-fat",
+        }
+    }
+
+    /// A target directory per feature set, so that shapes do not rebuild each
+    /// other's artifacts.
+    fn target_dir(self) -> PathBuf {
+        let features = if self == Shape::Nop10 { "nop10" } else { "default" };
+        root().join("target").join("shapes").join(features)
+    }
+}
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The examples the tests build and trace.
+pub const EXAMPLES: [&str; 3] = ["demo", "types", "redzone"];
+
+/// Builds the test examples in `shape` (once per test process) and returns the
+/// path of example `name`.
+pub fn example(name: &str, shape: Shape) -> PathBuf {
+    static BUILT: OnceLock<Mutex<Vec<Shape>>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| Mutex::new(Vec::new()));
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.contains(&shape) {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.current_dir(root())
+            .args(["build", "--quiet", "--profile", shape.profile()])
+            .arg("--target-dir")
+            .arg(shape.target_dir())
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_TARGET_DIR");
+        for example in EXAMPLES {
+            cmd.args(["--example", example]);
+        }
+        if shape == Shape::Nop10 {
+            cmd.args(["--features", "nop10"]);
+        }
+        let out = cmd.output().expect("run cargo");
+        assert!(
+            out.status.success(),
+            "building the examples ({shape:?}) failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        built.push(shape);
+    }
+    let path = shape
+        .target_dir()
+        .join(shape.profile_dir())
+        .join("examples")
+        .join(name);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// Runs a command to completion, failing the test with its output if it fails.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Makes sure tracefs is mounted (bpftrace needs it) and that the memlock limit
+/// does not stop BPF maps. Tracing tests run as root, as CI does.
+pub fn tracing_env() {
+    static READY: OnceLock<()> = OnceLock::new();
+    READY.get_or_init(|| {
+        assert_eq!(
+            // SAFETY: geteuid has no preconditions.
+            unsafe { libc::geteuid() },
+            0,
+            "the tracing tests attach uprobes and need root (CI runs them as root)"
+        );
+        if !Path::new("/sys/kernel/tracing/uprobe_events").exists() {
+            let _ = Command::new("mount")
+                .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+                .status();
+        }
+        let unlimited = libc::rlimit {
+            rlim_cur: libc::RLIM_INFINITY,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        // SAFETY: a valid rlimit for RLIMIT_MEMLOCK; the result is checked below
+        // only in the sense that bpftrace reports its own failure.
+        unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+    });
+}
+
+/// Whether the process has a `[uprobes-trampoline]` mapping: the kernel
+/// optimized a uprobe on a nop5 in it.
+pub fn has_trampoline(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map(|maps| maps.contains("[uprobes-trampoline]"))
+        .unwrap_or(false)
+}
