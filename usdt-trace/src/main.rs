@@ -295,6 +295,9 @@ fn count(args: &[OsString]) -> Result<i32, Error> {
             }
             check_matches(matched, &names, globs, &format!("process {pid}"))?;
             catch_signals();
+            // Only now is every event counting (the kernel raises semaphores a
+            // little earlier, while it registers the uprobes).
+            eprintln!("usdt: counting {matched} sites of process {pid}; Ctrl-C prints the counts");
             watch(&tracer, opts.interval, || {
                 Ok(usdt_trace::process_alive(pid).then_some(()))
             })?;

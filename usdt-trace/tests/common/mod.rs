@@ -11,14 +11,15 @@ pub fn build_c(name: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let out = tmp.join(std::process::id().to_string()).join(name);
+    // Tests run in parallel: build once, under a lock (replacing a file a
+    // running test executes would show it as "(deleted)" in its maps).
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     if out.exists() {
         return out;
     }
-    // Tests run in parallel: build under a unique name, then rename.
-    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    let partial = out.with_extension(format!("{seq}.partial"));
+    let partial = out.with_extension("partial");
     let status = Command::new("cc")
         .args(["-O2", "-g", "-o"])
         .arg(&partial)

@@ -1,0 +1,415 @@
+//! The `usdt` command: `list` against `readelf -n`, `count` with exact
+//! numbers, and its errors. Needs root for attaching (CI runs as root).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::{cdemo, cdemolib, example, parse_counts, readelf_notes, wait_for, Serve};
+use usdt_trace::{read_file_probes, read_process, read_semaphore};
+
+fn usdt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_usdt"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// The one-line error of a failed run.
+fn error(out: &Output) -> String {
+    assert!(
+        !out.status.success(),
+        "expected a failure, got {}",
+        stdout(out)
+    );
+    let err = String::from_utf8(out.stderr.clone()).unwrap();
+    assert_eq!(err.lines().count(), 1, "one sentence: {err}");
+    err.trim().strip_prefix("usdt: ").unwrap().to_string()
+}
+
+/// Checks `usdt list --sites` against `readelf -n`, note by note and field
+/// by field (sites are compared as sets: the listing groups them by probe).
+fn list_agrees_with_readelf(path: &Path) {
+    let out = usdt(&["list", "--sites", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    let notes = readelf_notes(path);
+    assert!(!notes.is_empty());
+    // Site rows: `  site LOC offset OFF base BASE semaphore SEM layout L args A`.
+    let mut listed = vec![];
+    let mut probe = String::new();
+    let mut probe_rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in text.lines().skip(1) {
+        if let Some(site) = line.strip_prefix("  site ") {
+            let f: Vec<&str> = site.splitn(11, ' ').collect();
+            let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+            assert_eq!(
+                (f[1], f[3], f[5], f[7], f[9]),
+                ("offset", "base", "semaphore", "layout", "args")
+            );
+            let (provider, name) = probe.split_once(':').unwrap();
+            let args = f.get(10).copied().unwrap_or("").to_string();
+            listed.push((
+                provider.to_string(),
+                name.to_string(),
+                hex(f[0]),
+                hex(f[4]),
+                hex(f[6]),
+                args,
+            ));
+        } else {
+            let cols: Vec<String> = line.split_whitespace().map(String::from).collect();
+            probe = cols[0].clone();
+            probe_rows.insert(probe.clone(), cols);
+        }
+    }
+    let mut expected: Vec<_> = notes
+        .iter()
+        .map(|n| {
+            (
+                n.provider.clone(),
+                n.name.clone(),
+                n.location,
+                n.base,
+                n.semaphore,
+                n.args.clone(),
+            )
+        })
+        .collect();
+    expected.sort();
+    listed.sort();
+    assert_eq!(listed, expected, "{}", path.display());
+    // Probe rows: PROBE SITES LAYOUT SEMAPHORE ATTACH ARGUMENTS...
+    for (probe, cols) in &probe_rows {
+        let of_probe: Vec<_> = notes
+            .iter()
+            .filter(|n| format!("{}:{}", n.provider, n.name) == *probe)
+            .collect();
+        assert_eq!(cols[1], of_probe.len().to_string());
+        let semaphore = match of_probe[0].semaphore {
+            0 => "-".to_string(),
+            s => format!("{s:#x}"),
+        };
+        assert_eq!(cols[3], semaphore);
+        // ATTACH is one or two words; the arguments follow it.
+        let args_at = if cols[4] == "+1" { 6 } else { 5 };
+        assert_eq!(cols[args_at..].join(" "), of_probe[0].args);
+    }
+}
+
+#[test]
+fn list_agrees_with_readelf_on_c_probes() {
+    list_agrees_with_readelf(&cdemo());
+    list_agrees_with_readelf(&cdemolib());
+}
+
+#[test]
+fn list_agrees_with_readelf_on_rust_probes() {
+    let exe = example("traced");
+    list_agrees_with_readelf(&exe);
+    let text = stdout(&usdt(&["list", exe.to_str().unwrap()]));
+    // Rust sites are nop;nop5 and Auto attaches after the nop on this kernel.
+    let eager = text
+        .lines()
+        .find(|l| l.starts_with("traced:eager "))
+        .unwrap();
+    assert!(
+        eager.contains("nop;nop5") && eager.contains("+1 (optimized)"),
+        "{eager}"
+    );
+}
+
+#[test]
+fn list_a_process_with_its_libraries() {
+    let exe = cdemo();
+    let mut serve = Serve::start(&exe);
+    let out = usdt(&["list", "-p", &serve.pid.to_string()]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    let objects = read_process(serve.pid).unwrap();
+    let lib = objects
+        .iter()
+        .find(|o| o.path.ends_with("libcdemolib.so"))
+        .unwrap();
+    assert!(
+        text.contains(&format!(
+            "{} (load bias {:#x})",
+            lib.path.display(),
+            lib.bias
+        )),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("cdemolib:call ")),
+        "{text}"
+    );
+    // The semaphore's run-time address and its current value.
+    let guarded = read_file_probes(&exe)
+        .unwrap()
+        .sites
+        .into_iter()
+        .find(|s| s.name == "guarded")
+        .unwrap();
+    let main = objects
+        .iter()
+        .find(|o| o.path == std::fs::canonicalize(&exe).unwrap())
+        .unwrap();
+    let sem = guarded.semaphore.unwrap() + main.bias;
+    assert!(text.contains(&format!("{sem:#x}=0")), "{text}");
+    assert_eq!(serve.fire("0 0 0"), 0);
+    serve.finish();
+}
+
+fn count_command(attach: &str, program: &Path, args: &[&str]) -> (BTreeMap<String, u64>, String) {
+    let mut argv = vec!["count", "--attach", attach, "--", program.to_str().unwrap()];
+    argv.extend(args);
+    let out = usdt(&argv);
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    (parse_counts(&text), text)
+}
+
+#[test]
+fn count_rust_probes_exactly_at_every_attach_point() {
+    let exe = example("traced");
+    for attach in ["auto", "nop", "next"] {
+        let (counts, text) = count_command(attach, &exe, &["5", "7", "9"]);
+        let expected: BTreeMap<String, u64> =
+            [("traced:adhoc", 9), ("traced:eager", 5), ("traced:lazy", 7)]
+                .map(|(p, n)| (p.into(), n))
+                .into();
+        assert_eq!(counts, expected, "--attach {attach}");
+        // The program's own output passes through, and the lazy closure ran
+        // once per counted hit.
+        assert!(text.starts_with("evaluated 7\n"), "{text}");
+    }
+}
+
+#[test]
+fn count_c_probes_and_refuse_next() {
+    let exe = cdemo();
+    for attach in ["auto", "nop"] {
+        let (counts, text) = count_command(attach, &exe, &["5", "3", "2"]);
+        assert_eq!(counts["cdemo:plain"], 5);
+        assert_eq!(counts["cdemo:guarded"], 3);
+        assert_eq!(
+            counts["cdemolib:call"], 2,
+            "the library's probe is counted too"
+        );
+        assert!(text.starts_with("evaluated 3\n"));
+    }
+    let out = usdt(&[
+        "count",
+        "--attach",
+        "next",
+        "cdemo:*",
+        "--",
+        exe.to_str().unwrap(),
+        "1",
+        "1",
+        "1",
+    ]);
+    assert!(error(&out).contains("cannot be attached at Location + 1"));
+}
+
+#[test]
+fn count_globs_select_probes() {
+    let exe = example("traced");
+    let out = usdt(&[
+        "count",
+        "traced:*ger",
+        "*:adhoc",
+        "--",
+        exe.to_str().unwrap(),
+        "1",
+        "2",
+        "3",
+    ]);
+    let counts = parse_counts(&stdout(&out));
+    assert_eq!(
+        counts.keys().collect::<Vec<_>>(),
+        ["traced:adhoc", "traced:eager"]
+    );
+    assert_eq!((counts["traced:adhoc"], counts["traced:eager"]), (3, 1));
+}
+
+#[test]
+fn count_a_process_until_it_exits() {
+    let exe = cdemo();
+    let mut serve = Serve::start(&exe);
+    let pid = serve.pid;
+    let mut usdt = Command::new(env!("CARGO_BIN_EXE_usdt"))
+        .args(["count", "-p", &pid.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_counting(&mut usdt, pid, &exe);
+    assert_eq!(serve.fire("5 3 2"), 3);
+    assert_eq!(serve.fire("1 0 0"), 3);
+    serve.finish();
+    // The process exited: usdt prints its counts and exits by itself.
+    let out = usdt.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let counts = parse_counts(&stdout(&out));
+    assert_eq!(
+        (
+            counts["cdemo:plain"],
+            counts["cdemo:guarded"],
+            counts["cdemolib:call"]
+        ),
+        (6, 3, 2)
+    );
+}
+
+#[test]
+fn count_a_process_every_interval_until_ctrl_c() {
+    let exe = cdemo();
+    let mut serve = Serve::start(&exe);
+    let pid = serve.pid;
+    let mut usdt = Command::new(env!("CARGO_BIN_EXE_usdt"))
+        .args([
+            "count",
+            "--interval",
+            "0.1",
+            "cdemo:gu*",
+            "-p",
+            &pid.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_counting(&mut usdt, pid, &exe);
+    assert_eq!(serve.fire("0 4 0"), 4);
+    std::thread::sleep(std::time::Duration::from_millis(350));
+    // SAFETY: signalling the child we started.
+    unsafe { libc::kill(usdt.id() as i32, libc::SIGINT) };
+    let out = usdt.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let blocks: Vec<&str> = text.split("\n\n").collect();
+    assert!(blocks.len() >= 3, "printed every 0.1 s: {text:?}");
+    assert_eq!(blocks.last().unwrap().trim(), "cdemo:guarded 4", "{text:?}");
+    // Detached on exit: the semaphore is back to 0 and the closure idle.
+    wait_for_semaphore(pid, &exe, 0);
+    assert_eq!(serve.fire("0 4 0"), 4);
+    serve.finish();
+}
+
+/// Waits for `usdt count -p` to say it is counting; the semaphore is raised.
+fn wait_until_counting(usdt: &mut std::process::Child, pid: u32, exe: &Path) {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(usdt.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.starts_with("usdt: counting ") && line.contains(&format!("of process {pid};")),
+        "{line}"
+    );
+    assert_eq!(line.lines().count(), 1);
+    wait_for_semaphore(pid, exe, 1);
+}
+
+fn wait_for_semaphore(pid: u32, exe: &Path, value: u16) {
+    let objects = read_process(pid).unwrap();
+    let main = objects
+        .iter()
+        .find(|o| o.path == std::fs::canonicalize(exe).unwrap())
+        .unwrap();
+    let sites = &main.probes.as_ref().unwrap().sites;
+    let sem = sites.iter().find_map(|s| s.semaphore).unwrap() + main.bias;
+    wait_for("the semaphore", || {
+        read_semaphore(pid, sem).unwrap() == value
+    });
+}
+
+#[test]
+fn features_in_words() {
+    let text = stdout(&usdt(&["features"]));
+    assert!(
+        text.contains("uprobe syscall: present, optimizes uprobes on nop5"),
+        "{text}"
+    );
+    assert!(
+        text.contains("semaphores: maintained by the kernel"),
+        "{text}"
+    );
+    assert!(text.contains("uprobe PMU: type "), "{text}");
+}
+
+#[test]
+fn errors_are_one_plain_sentence() {
+    assert_eq!(
+        error(&usdt(&["list", "/no/such/file"])),
+        "/no/such/file does not exist"
+    );
+    assert_eq!(
+        error(&usdt(&["count", "--", "/no/such/file"])),
+        "/no/such/file does not exist"
+    );
+    let me = std::env::current_exe().unwrap();
+    let me = me.to_str().unwrap();
+    assert_eq!(error(&usdt(&["list", me])), format!("{me} has no probes"));
+    assert_eq!(
+        error(&usdt(&["count", "--", me])),
+        format!("{me} has no probes")
+    );
+    let exe = example("traced");
+    let e = error(&usdt(&[
+        "count",
+        "traced:eagre",
+        "--",
+        exe.to_str().unwrap(),
+    ]));
+    assert!(
+        e.starts_with("no probe of ")
+            && e.ends_with(
+                "matches traced:eagre; the closest are traced:eager, traced:lazy, traced:adhoc"
+            ),
+        "{e}"
+    );
+    // A pid that is not running.
+    let serve = Serve::start(&exe);
+    let pid = serve.pid;
+    serve.finish();
+    let msg = format!("process {pid} does not exist or has exited");
+    assert_eq!(error(&usdt(&["count", "-p", &pid.to_string()])), msg);
+    assert_eq!(error(&usdt(&["list", "-p", &pid.to_string()])), msg);
+    assert!(error(&usdt(&["count", "--attach", "middle", "--", "x"])).contains("auto, nop or next"));
+}
+
+#[test]
+fn not_permitted_says_which_privilege() {
+    // Run as `nobody`, from a copy it may execute.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("nobody-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = |from: &Path, name: &str| {
+        let to = dir.join(name);
+        std::fs::copy(from, &to).unwrap();
+        to
+    };
+    let usdt = copy(Path::new(env!("CARGO_BIN_EXE_usdt")), "usdt");
+    let traced = copy(&example("traced"), "traced");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&usdt)
+        .args(["count", "--"])
+        .arg(&traced)
+        .output()
+        .expect("setpriv (util-linux) runs");
+    assert_eq!(
+        error(&out),
+        "attaching uprobes is not permitted: run as root, or with CAP_PERFMON and CAP_SYS_ADMIN"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
