@@ -56,17 +56,15 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
         0 => "nop",
         _ => "nop5",
     };
-    let mut describe = format!(
-        "{insn}{}",
-        if first.semaphore.is_some() {
-            "+semaphore"
-        } else {
-            ""
-        }
-    );
-    if at == At::Auto {
-        describe = format!("auto: {describe}");
-    }
+    let sema = if first.semaphore.is_some() {
+        "+sema"
+    } else {
+        ""
+    };
+    let describe = match at {
+        At::Auto => format!("auto={insn}{sema}"),
+        _ => format!("{insn}{sema}"),
+    };
     let addr = runtime_address(pid, exe, attached.offset)?;
     Ok(Attached {
         describe,

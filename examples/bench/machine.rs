@@ -14,6 +14,9 @@ pub struct Machine {
     pub cpus: usize,
     /// `bare metal`, or the hypervisor CPUID names (`KVM guest`).
     pub virtualization: String,
+    /// `/proc/loadavg`'s 1, 5 and 15 minute averages when the bench started:
+    /// other work on the machine shows in the numbers.
+    pub load: String,
 }
 
 impl Machine {
@@ -24,6 +27,9 @@ impl Machine {
             cpu: cpu(),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             virtualization: virtualization(),
+            load: std::fs::read_to_string("/proc/loadavg")
+                .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+                .unwrap_or_default(),
         }
     }
 

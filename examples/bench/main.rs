@@ -100,7 +100,7 @@ struct Options {
     svg: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: bench [--quick] [--json FILE] [--svg FILE]";
+const USAGE: &str = "usage: bench [--quick] [--json FILE] [--svg FILE] | bench --prepare";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -144,8 +144,17 @@ fn callgrind_child(args: &[String]) -> ! {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--callgrind-child") {
-        callgrind_child(&args[1..]);
+    match args.first().map(String::as_str) {
+        Some("--callgrind-child") => callgrind_child(&args[1..]),
+        // Build the peers helper only (tests time the bench without it).
+        Some("--prepare") => {
+            if let Err(e) = peers::build() {
+                eprintln!("bench: {e}");
+                std::process::exit(1);
+            }
+            return;
+        }
+        _ => {}
     }
     if let Err(e) = options(&args).and_then(run) {
         eprintln!("bench: {e}");

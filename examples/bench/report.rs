@@ -63,6 +63,7 @@ impl Report {
     pub fn table(&self) -> String {
         let mut s = String::new();
         s += &format!("# usdt bench: {}\n", self.machine.line());
+        s += &format!("# load average at start: {}\n", self.machine.load);
         s += &format!(
             "# {} run(s) of >= {:.1} s per row, one thread, M/s = million loop iterations (probe hits) per second\n",
             self.plan.runs,
@@ -142,6 +143,7 @@ impl Report {
                 "cpu": self.machine.cpu,
                 "cpus": self.machine.cpus,
                 "virtualization": self.machine.virtualization,
+                "load_average": self.machine.load,
             },
             "runs": self.plan.runs,
             "run_seconds": self.plan.run_time.as_secs_f64(),
@@ -172,6 +174,9 @@ impl Report {
 
     fn draw_svg(&self, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         use plotters::prelude::*;
+        const GREY: RGBColor = RGBColor(150, 150, 150);
+        const BLUE_BAR: RGBColor = RGBColor(31, 119, 180);
+        const ORANGE_BAR: RGBColor = RGBColor(255, 127, 14);
 
         let n = self.rows.len();
         let root = SVGBackend::new(path, (960, 120 + 34 * n as u32)).into_drawing_area();
@@ -190,6 +195,7 @@ impl Report {
                 ("sans-serif", 15),
             )
             .margin(12)
+            .margin_right(40)
             .x_label_area_size(40)
             .y_label_area_size(130)
             .build_cartesian_2d((lo..hi).log_scale(), 0f64..n as f64)?;
@@ -208,14 +214,34 @@ impl Report {
             .disable_y_mesh()
             .y_labels(2 * n + 1)
             .y_label_formatter(&label)
+            .x_label_formatter(&|x| format!("{x}"))
             .x_desc("million iterations per second (log scale); error bars: one standard deviation")
+            .draw()?;
+        let legend = [
+            ("no uprobe attached", GREY),
+            ("our probes, attached", BLUE_BAR),
+            ("C sys/sdt.h and peer crates, attached", ORANGE_BAR),
+        ];
+        for (label, color) in legend {
+            chart
+                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
+                .label(label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.3))
             .draw()?;
         for (i, r) in self.rows.iter().enumerate() {
             let y = (n - 1 - i) as f64;
             let color = match (r.attached, r.name) {
-                (false, _) => RGBColor(150, 150, 150),
-                (true, "usdt-nop" | "usdt-nop5" | "usdt-lazy") => RGBColor(31, 119, 180),
-                (true, _) => RGBColor(255, 127, 14),
+                (false, _) => GREY,
+                (true, "usdt-nop" | "usdt-nop5" | "usdt-lazy") => BLUE_BAR,
+                (true, _) => ORANGE_BAR,
             };
             chart.draw_series(std::iter::once(Rectangle::new(
                 [(lo, y + 0.15), (r.mops.max(lo), y + 0.85)],
@@ -235,7 +261,7 @@ impl Report {
             }
             chart.draw_series(std::iter::once(Text::new(
                 text,
-                (b * 1.1, y + 0.3),
+                (b * 1.1, y + 0.68),
                 ("sans-serif", 13),
             )))?;
         }

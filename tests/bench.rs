@@ -1,0 +1,126 @@
+//! The benchmark runs: `cargo run --release --example bench -- --quick --json
+//! FILE` finishes in under a minute and reports every row with a positive
+//! rate, and the idle instruction counts.
+//!
+//! The example is built by a nested cargo with a target directory of its own
+//! (inside this build's target directory, so it is reused between runs).
+//! Attached rows need root; without it only the idle rows are expected.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const IDLE_ROWS: [&str; 4] = [
+    "usermode-count",
+    "syscall-count",
+    "usdt-idle",
+    "usdt-idle-lazy",
+];
+const ATTACHED_ROWS: [&str; 6] = [
+    "usdt-nop",
+    "usdt-nop5",
+    "usdt-lazy",
+    "c-sdt-nop",
+    "oxide-usdt",
+    "probe-crate",
+];
+const IDLE_KEYS: [&str; 7] = [
+    "bare",
+    "usdt",
+    "usdt-lazy",
+    "usdt-str",
+    "c-sdt",
+    "oxide-usdt",
+    "probe-crate",
+];
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("CARGO_TARGET_DIR")
+        .arg("--quiet");
+    cmd
+}
+
+#[test]
+fn quick_json_has_every_row() {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-target");
+    let json = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-quick.json");
+    let _ = std::fs::remove_file(&json);
+
+    // Build first (not timed): the bench builds its peers helper when it starts.
+    let status = cargo()
+        .args(["build", "--release", "--example", "bench", "--target-dir"])
+        .arg(&target)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the bench example failed");
+    let bench = target.join("release/examples/bench");
+    let prepare = Command::new(&bench)
+        .arg("--prepare")
+        .status()
+        .expect("bench runs");
+    assert!(
+        prepare.success(),
+        "bench --prepare (building bench/peers) failed"
+    );
+
+    let start = Instant::now();
+    let out = Command::new(&bench)
+        .args(["--quick", "--json"])
+        .arg(&json)
+        .output()
+        .expect("bench runs");
+    let took = start.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed\n{stdout}\n{stderr}");
+    assert!(
+        took < Duration::from_secs(60),
+        "--quick --json took {took:?}"
+    );
+
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("--json wrote a file"))
+            .expect("valid JSON");
+    let rows = doc["rows"].as_array().expect("rows is an array");
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut expected = IDLE_ROWS.to_vec();
+    if root {
+        expected.extend(ATTACHED_ROWS);
+    } else {
+        assert!(stdout.contains("attached rows skipped"), "{stdout}");
+    }
+    for name in expected {
+        let row = rows
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("row {name} missing\n{stdout}\n{stderr}"));
+        let mops = row["mops"].as_f64().expect("mops is a number");
+        assert!(mops > 0.0, "{name}: {mops} M/s");
+        assert!(row["stddev"].as_f64().is_some_and(|s| s >= 0.0), "{name}");
+        assert!(
+            row["attach"].is_string() && row["optimized"].is_boolean(),
+            "{name}"
+        );
+        assert!(stdout.contains(name), "the table has no {name}\n{stdout}");
+    }
+
+    let idle = &doc["idle_instructions"];
+    let valgrind = Command::new("valgrind").arg("--version").output();
+    if !valgrind.is_ok_and(|o| o.status.success()) {
+        assert!(doc["idle_instructions_skipped"].is_string(), "{doc}");
+        eprintln!("valgrind is not installed: idle instructions not checked");
+        return;
+    }
+    for key in IDLE_KEYS {
+        assert!(
+            idle[key].is_number(),
+            "idle_instructions.{key} missing: {idle}"
+        );
+    }
+    // The eager probe with register arguments is its two nops, at most.
+    assert!(idle["usdt"].as_f64().unwrap() <= 2.0, "{idle}");
+    assert!(idle["usdt-lazy"].as_f64().unwrap() <= 4.0, "{idle}");
+}
