@@ -7,7 +7,9 @@ use usdt_trace::{parse_args, Machine, Operand};
 
 fuzz_target!(|text: &str| {
     for machine in [Machine::X86_64, Machine::Aarch64] {
-        let Ok(args) = parse_args(text, machine) else { continue };
+        let Ok(args) = parse_args(text, machine) else {
+            continue;
+        };
         for arg in &args {
             assert!(matches!(arg.size, 1 | 2 | 4 | 8));
             // Immediates print in x86 form, so only x86 text round-trips whole.

@@ -31,7 +31,8 @@ fn elf_with_notes(base: u64, code: &[u8], notes: &[u8]) -> Vec<u8> {
     let shdrs_at = (strtab_at + shstrtab.len() + 7) & !7;
     let len = shdrs_at + 4 * 64;
     let mut f = vec![0u8; len];
-    let put = |f: &mut Vec<u8>, at: usize, bytes: &[u8]| f[at..at + bytes.len()].copy_from_slice(bytes);
+    let put =
+        |f: &mut Vec<u8>, at: usize, bytes: &[u8]| f[at..at + bytes.len()].copy_from_slice(bytes);
     // ELF header: 64-bit, little-endian, ET_DYN, EM_X86_64.
     put(&mut f, 0, &[0x7f, b'E', b'L', b'F', 2, 1, 1]);
     put(&mut f, 16, &3u16.to_le_bytes());
@@ -45,7 +46,7 @@ fn elf_with_notes(base: u64, code: &[u8], notes: &[u8]) -> Vec<u8> {
     put(&mut f, 58, &64u16.to_le_bytes()); // e_shentsize
     put(&mut f, 60, &4u16.to_le_bytes()); // e_shnum
     put(&mut f, 62, &3u16.to_le_bytes()); // e_shstrndx
-    // PT_LOAD, R+X, offset 0 at address 0, the whole file.
+                                          // PT_LOAD, R+X, offset 0 at address 0, the whole file.
     put(&mut f, 64, &1u32.to_le_bytes());
     put(&mut f, 68, &5u32.to_le_bytes());
     put(&mut f, 64 + 32, &(len as u64).to_le_bytes()); // p_filesz
@@ -54,7 +55,14 @@ fn elf_with_notes(base: u64, code: &[u8], notes: &[u8]) -> Vec<u8> {
     put(&mut f, NOTES, notes);
     put(&mut f, strtab_at, shstrtab);
     // Section headers: null, .note.stapsdt, .stapsdt.base, .shstrtab.
-    let shdr = |f: &mut Vec<u8>, i: usize, name: u32, kind: u32, addr: u64, off: usize, size: usize, align: u64| {
+    let shdr = |f: &mut Vec<u8>,
+                i: usize,
+                name: u32,
+                kind: u32,
+                addr: u64,
+                off: usize,
+                size: usize,
+                align: u64| {
         let at = shdrs_at + i * 64;
         put(f, at, &name.to_le_bytes());
         put(f, at + 4, &kind.to_le_bytes());
