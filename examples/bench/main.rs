@@ -168,7 +168,7 @@ fn cannot_attach() -> Option<String> {
     let euid = unsafe { libc::geteuid() };
     if euid != 0 {
         return Some(format!(
-            "attaching uprobes with perf_event_open needs root (euid is {euid}); run the bench as root for the attached rows"
+            "attaching uprobes with perf_event_open needs root, and this runs as uid {euid}"
         ));
     }
     if !Path::new("/sys/bus/event_source/devices/uprobe/type").exists() {
@@ -245,9 +245,6 @@ fn run(opts: Options) -> Result<(), String> {
     bar.finish_and_clear();
 
     print!("{}", report.table());
-    if let Some(why) = &no_attach {
-        println!("# attached rows skipped: {why}.");
-    }
     if let Some(path) = &opts.json {
         report.write_json(path)?;
         eprintln!("bench: wrote {}", path.display());

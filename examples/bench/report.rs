@@ -86,8 +86,16 @@ impl Report {
                 r.name, r.attach
             );
         }
+        // One sentence per reason, naming the rows it skipped.
+        let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
         for (name, why) in &self.skipped {
-            s += &format!("{name:<15} : skipped: {why}\n");
+            match reasons.iter_mut().find(|(w, _)| w == why) {
+                Some((_, names)) => names.push(name),
+                None => reasons.push((why, vec![name])),
+            }
+        }
+        for (why, names) in reasons {
+            s += &format!("# skipped {}: {why}.\n", names.join(", "));
         }
         s += &self.idle_table();
         s
