@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::note::Site;
-use crate::{Error, KernelFeatures, SiteLayout};
+use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 
 /// Where on a site the uprobe goes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -62,6 +62,18 @@ pub fn attach_delta(
     match point {
         AttachPoint::Nop => Ok(0),
         AttachPoint::Auto => Ok(features.attach_after_nop(site.layout) as u64),
+        // Kernels before the 7.3 series refuse a uprobe on nop10 (its CS
+        // prefix) when they install it, which for a program not yet started
+        // is silent: say so now.
+        AttachPoint::Next
+            if site.layout == SiteLayout::NopNop10
+                && features.uprobe_syscall != UprobeSyscall::OptimizesNop10 =>
+        {
+            Err(Error::Invalid(format!(
+                "probe {}:{} at {:#x} is a nop;nop10 site, and this kernel refuses uprobes on nop10 (only the 7.3 series accepts them)",
+                site.provider, site.name, site.location
+            )))
+        }
         AttachPoint::Next if site.layout.has_long_nop() => Ok(1),
         AttachPoint::Next => Err(Error::Invalid(format!(
             "probe {}:{} at {:#x} is a {} site with no long nop after it, so it cannot be attached at Location + 1",
@@ -213,9 +225,11 @@ impl Tracer {
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))?;
         let shift = self.features.ref_ctr_offset_shift.unwrap_or(32);
         let ref_ctr = match uprobe.ref_ctr_offset {
-            Some(off)
-                if self.features.kernel_semaphores && off < 1 << (64 - shift as u32).min(63) =>
-            {
+            Some(off) if self.features.kernel_semaphores => {
+                // The field holds the bits from `shift` up to 63.
+                if shift >= 64 || off.checked_shl(shift.into()).map(|v| v >> shift) != Some(off) {
+                    return Err(io::Error::from_raw_os_error(libc::EOVERFLOW));
+                }
                 off << shift
             }
             _ => 0,
@@ -320,6 +334,18 @@ fn attach_error(e: io::Error, path: &Path, site: &Site, target: Target) -> Error
         },
         Some(libc::ENOENT) => Error::Io { path: path.into(), source: e },
         Some(libc::ENODEV) => Error::Invalid("this kernel has no uprobe PMU for perf_event_open".into()),
+        Some(libc::EOVERFLOW) => Error::Invalid(format!(
+            "the semaphore of {} is at a file offset too large for the kernel's ref_ctr_offset",
+            site.probe()
+        )),
+        // ENOTSUPP (the kernel's own 524): an instruction uprobes refuse, such
+        // as a nop10 on a kernel that does not optimize nop10.
+        Some(524) => Error::Invalid(format!(
+            "the kernel refuses a uprobe on the instruction of {} at {:#x} in {}",
+            site.probe(),
+            site.location,
+            path.display()
+        )),
         _ => Error::Os {
             what: format!("attaching a uprobe to {} at {:#x} in {}", site.probe(), site.location, path.display()),
             source: e,
@@ -353,6 +379,69 @@ fn parse_cpu_list(text: &str) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn site(layout: SiteLayout) -> Site {
+        Site {
+            provider: "p".into(),
+            name: "n".into(),
+            location: 0x1000,
+            location_offset: Some(0x1000),
+            note_base: 0,
+            stapsdt_base: None,
+            semaphore: None,
+            semaphore_offset: None,
+            args_text: String::new(),
+            args: vec![],
+            layout,
+            bytes: vec![],
+        }
+    }
+
+    fn kernel(uprobe_syscall: UprobeSyscall) -> KernelFeatures {
+        KernelFeatures {
+            uprobe_syscall,
+            uprobe_pmu_type: Some(8),
+            kernel_semaphores: true,
+            ref_ctr_offset_shift: Some(32),
+        }
+    }
+
+    #[test]
+    fn attach_points_follow_the_design_table() {
+        use AttachPoint::{Auto, Next};
+        use SiteLayout::{Nop, NopNop10, NopNop5, Other};
+        let delta = |p, l, k| attach_delta(&site(l), p, &kernel(k)).ok();
+        for k in [UprobeSyscall::Absent, UprobeSyscall::Unknown(1)] {
+            assert_eq!(delta(Auto, NopNop5, k), Some(0));
+            assert_eq!(delta(Auto, NopNop10, k), Some(0));
+        }
+        assert_eq!(delta(Auto, NopNop5, UprobeSyscall::OptimizesNop5), Some(1));
+        assert_eq!(delta(Auto, NopNop10, UprobeSyscall::OptimizesNop5), Some(0));
+        assert_eq!(delta(Auto, NopNop5, UprobeSyscall::OptimizesNop10), Some(0));
+        assert_eq!(
+            delta(Auto, NopNop10, UprobeSyscall::OptimizesNop10),
+            Some(1)
+        );
+        assert_eq!(
+            delta(AttachPoint::Nop, NopNop5, UprobeSyscall::OptimizesNop5),
+            Some(0)
+        );
+        assert_eq!(delta(Next, NopNop5, UprobeSyscall::Absent), Some(1));
+        assert_eq!(
+            delta(Next, NopNop10, UprobeSyscall::OptimizesNop10),
+            Some(1)
+        );
+        assert_eq!(delta(Next, NopNop10, UprobeSyscall::OptimizesNop5), None);
+        assert_eq!(delta(Next, Nop, UprobeSyscall::OptimizesNop5), None);
+        assert_eq!(delta(Next, Other, UprobeSyscall::OptimizesNop5), None);
+        assert_eq!(delta(Auto, Other, UprobeSyscall::OptimizesNop5), Some(0));
+    }
+
+    #[test]
+    fn attach_point_names() {
+        assert_eq!("next".parse::<AttachPoint>().unwrap(), AttachPoint::Next);
+        assert!("Next".parse::<AttachPoint>().is_err());
+    }
 
     #[test]
     fn cpu_lists() {

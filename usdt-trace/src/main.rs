@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use usdt_trace::{
-    auto_attach_words, closest, glob_match, read_file_probes, read_process, read_semaphore,
-    resolve_program, shared_libraries, AttachPoint, Error, KernelFeatures, PausedCommand, Site,
-    SiteLayout, Target, Tracer, UprobeSyscall,
+    auto_attach_words, closest, glob_match, process_alive, read_file_probes, read_process,
+    read_semaphore, resolve_program, shared_libraries, AttachPoint, Error, KernelFeatures,
+    PausedCommand, Site, SiteLayout, Target, Tracer, UprobeSyscall,
 };
 
 const USAGE: &str = "\
@@ -154,45 +154,41 @@ fn parse_opts(args: &[OsString], count: bool) -> Result<Opts, Error> {
 
 fn list(args: &[OsString]) -> Result<i32, Error> {
     let opts = parse_opts(args, false)?;
-    let features = KernelFeatures::detect();
     match (opts.pid, opts.operands.as_slice()) {
-        (Some(pid), []) => {
-            let mut any = false;
-            for object in read_process(pid)? {
-                let probes = match object.probes {
-                    Ok(p) if !p.sites.is_empty() => p,
-                    Ok(_) => continue,
-                    Err(e) => {
-                        eprintln!("usdt: {}: {e}", object.path.display());
-                        continue;
-                    }
-                };
-                any = true;
-                println!("{} (load bias {:#x})", object.path.display(), object.bias);
-                let semaphore_value =
-                    |addr: u64| read_semaphore(pid, addr.wrapping_add(object.bias)).ok();
-                print_table(
-                    &probes.sites,
-                    &features,
-                    object.bias,
-                    opts.sites,
-                    &semaphore_value,
-                );
-            }
-            if !any {
-                return Err(Error::Invalid(format!(
-                    "process {pid} maps no file with probes"
-                )));
-            }
-        }
+        (Some(pid), []) => list_process(pid, opts.sites),
         (None, [binary]) => {
             let probes = read_file_probes(binary)?;
             if probes.sites.is_empty() {
                 return Err(Error::Invalid(format!("{binary} has no probes")));
             }
-            print_table(&probes.sites, &features, 0, opts.sites, &|_| None);
+            print_table(&probes.sites, 0, opts.sites, &|_| None);
+            Ok(0)
         }
-        _ => return Err(Error::Invalid(USAGE.into())),
+        _ => Err(Error::Invalid(USAGE.into())),
+    }
+}
+
+/// A table per mapped object with probes, with semaphore values.
+fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
+    let mut any = false;
+    for object in read_process(pid)? {
+        let probes = match object.probes {
+            Ok(p) if !p.sites.is_empty() => p,
+            Ok(_) => continue,
+            Err(e) => {
+                eprintln!("usdt: {}: {e}", object.path.display());
+                continue;
+            }
+        };
+        any = true;
+        println!("{} (load bias {:#x})", object.path.display(), object.bias);
+        let value = |addr: u64| read_semaphore(pid, addr.wrapping_add(object.bias)).ok();
+        print_table(&probes.sites, object.bias, with_sites, &value);
+    }
+    if !any {
+        return Err(Error::Invalid(format!(
+            "process {pid} maps no file with probes"
+        )));
     }
     Ok(0)
 }
@@ -200,11 +196,11 @@ fn list(args: &[OsString]) -> Result<i32, Error> {
 /// One row per probe; with `sites`, one indented row per site below it.
 fn print_table(
     sites: &[Site],
-    features: &KernelFeatures,
     bias: u64,
     with_sites: bool,
     semaphore_value: &dyn Fn(u64) -> Option<u16>,
 ) {
+    let features = &KernelFeatures::detect();
     let mut probes: BTreeMap<String, Vec<&Site>> = BTreeMap::new();
     for site in sites {
         probes.entry(site.probe()).or_default().push(site);
@@ -280,68 +276,70 @@ fn catch_signals() {
 
 fn count(args: &[OsString]) -> Result<i32, Error> {
     let opts = parse_opts(args, true)?;
-    let mut tracer = Tracer::new(opts.attach);
-    let globs = &opts.operands;
     match (opts.pid, opts.command.is_empty()) {
-        (Some(pid), true) => {
-            let mut matched = 0;
-            let mut names = vec![];
-            for object in read_process(pid)? {
-                let Ok(probes) = object.probes else { continue };
-                names.extend(probes.sites.iter().map(Site::probe));
-                let sites: Vec<&Site> = probes.sites.iter().filter(|s| matches(globs, s)).collect();
-                matched += sites.len();
-                tracer.attach(&object.open_path, sites, Target::Pid(pid))?;
-            }
-            check_matches(matched, &names, globs, &format!("process {pid}"))?;
-            catch_signals();
-            // Only now is every event counting (the kernel raises semaphores a
-            // little earlier, while it registers the uprobes).
-            eprintln!("usdt: counting {matched} sites of process {pid}; Ctrl-C prints the counts");
-            watch(&tracer, opts.interval, || {
-                Ok(usdt_trace::process_alive(pid).then_some(()))
-            })?;
-            Ok(0)
-        }
-        (None, false) => {
-            let program = absolute(&resolve_program(Path::new(&opts.command[0]))?);
-            // The program's probes, then those of the libraries it will load.
-            let mut objects = vec![(program.clone(), read_file_probes(&program)?.sites)];
-            for lib in shared_libraries(&program) {
-                if let Ok(probes) = read_file_probes(&lib) {
-                    objects.push((lib, probes.sites));
-                }
-            }
-            let names: Vec<String> = objects
-                .iter()
-                .flat_map(|(_, s)| s.iter().map(Site::probe))
-                .collect();
-            let matched = objects
-                .iter()
-                .flat_map(|(_, s)| s)
-                .filter(|s| matches(globs, s))
-                .count();
-            check_matches(matched, &names, globs, &program.display().to_string())?;
-            let mut tracer = tracer.inherit(true);
-            let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
-            for (path, sites) in &objects {
-                let sites = sites.iter().filter(|s| matches(globs, s));
-                if let Err(e) = tracer.attach(path, sites, Target::Pid(child.pid())) {
-                    child.kill();
-                    return Err(e);
-                }
-            }
-            catch_signals();
-            child.start()?;
-            let mut status = None;
-            watch(&tracer, opts.interval, || {
-                status = child.try_wait()?;
-                Ok(status.is_none().then_some(()))
-            })?;
-            Ok(status.map_or(130, |s| s.shell_code()))
-        }
+        (Some(pid), true) => count_process(pid, &opts),
+        (None, false) => count_command(&opts),
         _ => Err(Error::Invalid(USAGE.into())),
     }
+}
+
+/// Files and their sites, as found for a process or a command.
+type Objects = Vec<(PathBuf, Vec<Site>)>;
+
+/// Attaches to a running process until it exits or Ctrl-C.
+fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
+    let objects: Objects = read_process(pid)?
+        .into_iter()
+        .filter_map(|o| Some((o.open_path, o.probes.ok()?.sites)))
+        .collect();
+    let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
+    let mut tracer = Tracer::new(opts.attach);
+    attach(&mut tracer, &objects, &opts.operands, pid)?;
+    catch_signals();
+    // Only now is every event counting (the kernel raises semaphores a
+    // little earlier, while it registers the uprobes).
+    eprintln!("usdt: counting {matched} sites of process {pid}; Ctrl-C prints the counts");
+    watch(&tracer, opts.interval, || Ok(process_alive(pid)))?;
+    Ok(0)
+}
+
+/// Starts a command with the uprobes in place; returns its exit code.
+fn count_command(opts: &Opts) -> Result<i32, Error> {
+    let program = absolute(&resolve_program(Path::new(&opts.command[0]))?);
+    // The program's probes, then those of the libraries it will load.
+    let mut objects: Objects = vec![(program.clone(), read_file_probes(&program)?.sites)];
+    for lib in shared_libraries(&program) {
+        if let Ok(probes) = read_file_probes(&lib) {
+            objects.push((lib, probes.sites));
+        }
+    }
+    select(&objects, &opts.operands, &program.display().to_string())?;
+    let mut tracer = Tracer::new(opts.attach).inherit(true);
+    let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
+    if let Err(e) = attach(&mut tracer, &objects, &opts.operands, child.pid()) {
+        child.kill();
+        return Err(e);
+    }
+    catch_signals();
+    child.start()?;
+    let mut status = None;
+    watch(&tracer, opts.interval, || {
+        status = child.try_wait()?;
+        Ok(status.is_none())
+    })?;
+    Ok(status.map_or(130, |s| s.shell_code()))
+}
+
+/// Attaches to the sites that match the globs, for one process.
+fn attach(tracer: &mut Tracer, objects: &Objects, globs: &[String], pid: u32) -> Result<(), Error> {
+    for (path, sites) in objects {
+        tracer.attach(
+            path,
+            sites.iter().filter(|s| matches(globs, s)),
+            Target::Pid(pid),
+        )?;
+    }
+    Ok(())
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -353,25 +351,24 @@ fn matches(globs: &[String], site: &Site) -> bool {
     globs.is_empty() || globs.iter().any(|g| glob_match(g, &probe))
 }
 
-fn check_matches(
-    matched: usize,
-    names: &[String],
-    globs: &[String],
-    what: &str,
-) -> Result<(), Error> {
+/// How many sites match the globs; an error if none (with the closest names)
+/// or if there are no probes at all.
+fn select(objects: &Objects, globs: &[String], what: &str) -> Result<usize, Error> {
+    let sites = || objects.iter().flat_map(|(_, sites)| sites);
+    let matched = sites().filter(|s| matches(globs, s)).count();
+    if matched > 0 {
+        return Ok(matched);
+    }
+    let mut names: Vec<String> = sites().map(Site::probe).collect();
     if names.is_empty() {
         return Err(Error::Invalid(format!("{what} has no probes")));
     }
-    if matched > 0 {
-        return Ok(());
-    }
-    let mut unique: Vec<&str> = names.iter().map(String::as_str).collect();
-    unique.sort();
-    unique.dedup();
-    let near = closest(&globs.join(" "), unique, 3).join(", ");
+    names.sort();
+    names.dedup();
+    let near = closest(&globs.join(" "), names.iter().map(String::as_str), 3).join(", ");
+    let globs = globs.join(" ");
     Err(Error::Invalid(format!(
-        "no probe of {what} matches {}; the closest are {near}",
-        globs.join(" ")
+        "no probe of {what} matches {globs}; the closest are {near}"
     )))
 }
 
@@ -380,10 +377,10 @@ fn check_matches(
 fn watch(
     tracer: &Tracer,
     interval: Option<Duration>,
-    mut running: impl FnMut() -> Result<Option<()>, Error>,
+    mut running: impl FnMut() -> Result<bool, Error>,
 ) -> Result<(), Error> {
     let mut next = interval.map(|i| Instant::now() + i);
-    while !INTERRUPTED.load(Ordering::Relaxed) && running()?.is_some() {
+    while !INTERRUPTED.load(Ordering::Relaxed) && running()? {
         std::thread::sleep(Duration::from_millis(20));
         if let (Some(at), Some(i)) = (next, interval) {
             if Instant::now() >= at {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{cdemo, cdemolib, example, parse_counts, readelf_notes, wait_for, Serve};
+use common::{cdemo, cdemolib, example, nop10, parse_counts, readelf_notes, wait_for, Serve};
 use usdt_trace::{read_file_probes, read_process, read_semaphore};
 
 fn usdt(args: &[&str]) -> Output {
@@ -216,6 +216,40 @@ fn count_c_probes_and_refuse_next() {
         "1",
     ]);
     assert!(error(&out).contains("cannot be attached at Location + 1"));
+}
+
+#[test]
+fn a_nop10_site_is_listed_counted_at_its_nop_and_refused_at_next() {
+    let exe = nop10();
+    list_agrees_with_readelf(&exe);
+    let text = stdout(&usdt(&["list", exe.to_str().unwrap()]));
+    let tick = text.lines().find(|l| l.starts_with("n10:tick ")).unwrap();
+    // This kernel optimizes nop5, not nop10: Auto stays on the nop.
+    assert!(
+        tick.contains("nop;nop10") && tick.contains(" nop "),
+        "{tick}"
+    );
+    for attach in ["auto", "nop"] {
+        let (counts, _) = count_command(attach, &exe, &["6"]);
+        assert_eq!(
+            (counts["n10:tick"], counts["n10:classic"]),
+            (6, 6),
+            "{attach}"
+        );
+    }
+    let e = error(&usdt(&[
+        "count",
+        "--attach",
+        "next",
+        "n10:tick",
+        "--",
+        exe.to_str().unwrap(),
+        "1",
+    ]));
+    assert!(
+        e.ends_with("this kernel refuses uprobes on nop10 (only the 7.3 series accepts them)"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -44,6 +44,11 @@ pub fn cdemo() -> PathBuf {
     )
 }
 
+/// `tests/c/nop10.c`: `n10:tick` is a hand-written nop;nop10 site.
+pub fn nop10() -> PathBuf {
+    build_c("nop10", &["nop10.c"], &[])
+}
+
 /// The shared library of `cdemo`.
 pub fn cdemolib() -> PathBuf {
     build_c("libcdemolib.so", &["cdemolib.c"], &["-shared", "-fPIC"])
