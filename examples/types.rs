@@ -3,9 +3,10 @@
 //!
 //! `types once` fires everything once and exits. `types phases` runs the
 //! attach protocol of `tests/bpftrace.rs`: it fires the lazy probe untraced,
-//! waits for a tracer, fires everything while traced, fires `types:done`, waits
-//! for the tracer to leave and fires the lazy probe again, reporting how often
-//! the lazy closure ran in each phase.
+//! waits for a line on stdin (sent once the tracer has attached every probe),
+//! fires everything while traced, fires `types:done`, waits for the tracer to
+//! leave and fires the lazy probe again, reporting how often the lazy closure
+//! ran in each phase.
 
 use std::ffi::CString;
 use std::io::Write;
@@ -58,7 +59,12 @@ fn fire_all() {
     types::other!(true, false, 'é', 1.5, -2.0);
     let owned = String::from("owned string");
     let long = "x".repeat(300);
-    types::strings!("hello", owned, c"c string", CString::new("owned c string").unwrap());
+    types::strings!(
+        "hello",
+        owned,
+        c"c string",
+        CString::new("owned c string").unwrap()
+    );
     types::strings!(&long, String::new(), c"", CString::default());
     let bytes = *b"bytes";
     let mut word = 7u32;
@@ -130,15 +136,27 @@ fn main() {
         }
         Some("phases") => {
             let runs = fire_lazy(100);
-            say(&format!("untraced runs={runs} enabled={}", types::lazy_enabled()));
+            say(&format!(
+                "untraced runs={runs} enabled={}",
+                types::lazy_enabled()
+            ));
+            // The tracer says when all its probes are attached.
+            let mut go = String::new();
+            std::io::stdin().read_line(&mut go).unwrap();
             wait_for(true);
             fire_all();
             let runs = fire_lazy(50);
-            say(&format!("traced runs={runs} enabled={}", types::lazy_enabled()));
+            say(&format!(
+                "traced runs={runs} enabled={}",
+                types::lazy_enabled()
+            ));
             types::done!();
             wait_for(false);
             let runs = fire_lazy(100);
-            say(&format!("detached runs={runs} enabled={}", types::lazy_enabled()));
+            say(&format!(
+                "detached runs={runs} enabled={}",
+                types::lazy_enabled()
+            ));
         }
         _ => {
             eprintln!("usage: types once|phases");

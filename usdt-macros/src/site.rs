@@ -135,10 +135,24 @@ fn x86_64_template(site: &Site) -> Vec<String> {
     let mut l = vec!["990: .byte 0x90".to_owned(), long_nop.to_owned()];
     note(&mut l, site, "@", |i| {
         // The register at the argument's exact width: `.if` on the width
-        // constant picks the operand modifier (al, ax, eax, rax).
+        // constant picks the operand modifier (al, ax, eax, rax). The low
+        // bytes of r8..r15 have no name every consumer reads (gdb says
+        // `r8l`, bcc and libbpf `r8b`), so a 1-byte value there is written
+        // with the 64-bit name (`1@%r8`): each consumer takes the low byte,
+        // as the size says.
         vec![
             format!(".if {{w{i}}} == 1"),
+            ".set .L__usdt_wide, 0".to_owned(),
+            ".irp r, %r8b, %r9b, %r10b, %r11b, %r12b, %r13b, %r14b, %r15b".to_owned(),
+            format!(".ifc {{a{i}:l}}, \\r"),
+            ".set .L__usdt_wide, 1".to_owned(),
+            ".endif".to_owned(),
+            ".endr".to_owned(),
+            ".if .L__usdt_wide".to_owned(),
+            format!(".ascii \"{{s{i}}}@{{a{i}:r}}\""),
+            ".else".to_owned(),
             format!(".ascii \"{{s{i}}}@{{a{i}:l}}\""),
+            ".endif".to_owned(),
             format!(".elseif {{w{i}}} == 2"),
             format!(".ascii \"{{s{i}}}@{{a{i}:x}}\""),
             format!(".elseif {{w{i}}} == 4"),
