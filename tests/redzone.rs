@@ -23,8 +23,15 @@ fn run(shape: Shape, trace: bool) -> (String, u64) {
     let mut tracer = Tracer::new(AttachPoint::Next);
     if trace {
         let sites = usdt_trace::read_file(&bin).expect("read notes");
-        let site: Vec<_> = sites.iter().filter(|s| s.probe() == "redzone:site").collect();
-        assert!(!site.is_empty(), "no redzone:site note in {}", bin.display());
+        let site: Vec<_> = sites
+            .iter()
+            .filter(|s| s.probe() == "redzone:site")
+            .collect();
+        assert!(
+            !site.is_empty(),
+            "no redzone:site note in {}",
+            bin.display()
+        );
         tracer
             .attach(&bin, site, Target::Pid(child.id()))
             .expect("attach at Location + 1");

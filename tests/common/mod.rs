@@ -42,7 +42,11 @@ impl Shape {
     /// A target directory per feature set, so that shapes do not rebuild each
     /// other's artifacts.
     fn target_dir(self) -> PathBuf {
-        let features = if self == Shape::Nop10 { "nop10" } else { "default" };
+        let features = if self == Shape::Nop10 {
+            "nop10"
+        } else {
+            "default"
+        };
         root().join("target").join("shapes").join(features)
     }
 }
@@ -93,7 +97,9 @@ pub fn example(name: &str, shape: Shape) -> PathBuf {
 
 /// Runs a command to completion, failing the test with its output if it fails.
 pub fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",

@@ -39,9 +39,7 @@ impl Args {
                 args.name = Some(meta.value()?.parse()?);
                 Ok(())
             } else {
-                Err(meta.error(
-                    "unknown provider option: the only option is `name = \"...\"`",
-                ))
+                Err(meta.error("unknown provider option: the only option is `name = \"...\"`"))
             }
         });
         syn::parse::Parser::parse2(parser, tokens)?;

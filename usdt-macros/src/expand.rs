@@ -144,10 +144,7 @@ fn signature(probe: &Probe) -> String {
         .args
         .iter()
         .map(|a| {
-            let name = a
-                .ident
-                .as_ref()
-                .map_or("_".to_owned(), ToString::to_string);
+            let name = a.ident.as_ref().map_or("_".to_owned(), ToString::to_string);
             let ty = a.ty.to_token_stream().to_string().replace("& ", "&");
             format!("{name}: {ty}")
         })
@@ -161,10 +158,18 @@ fn usage_error(provider: &Provider, probe: &Probe) -> String {
         .args
         .iter()
         .enumerate()
-        .map(|(i, a)| a.ident.as_ref().map_or(format!("arg{i}"), ToString::to_string))
+        .map(|(i, a)| {
+            a.ident
+                .as_ref()
+                .map_or(format!("arg{i}"), ToString::to_string)
+        })
         .collect();
     let list = names.join(", ");
-    let tuple = if n == 1 { list.clone() } else { format!("({list})") };
+    let tuple = if n == 1 {
+        list.clone()
+    } else {
+        format!("({list})")
+    };
     format!(
         "`{}::{}!` takes {n} argument{} {}: write `{}!({list})`, or `{}!(|| {tuple})` to compute them only while traced",
         provider.ident,

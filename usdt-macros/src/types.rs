@@ -34,8 +34,8 @@ const SUPPORTED: &str = "a probe argument is an integer type, `bool`, `char`, `f
      a raw pointer, a reference to a sized value, `&str`, `String`, `&CStr` or `CString`";
 
 const PRIMITIVES: &[&str] = &[
-    "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize", "bool", "char",
-    "f32", "f64",
+    "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize", "bool", "char", "f32",
+    "f64",
 ];
 
 const FFI_INTEGERS: &[&str] = &[
@@ -175,4 +175,3 @@ fn unsupported(ty: &Type) -> syn::Error {
         format!("unsupported probe argument type `{text}`: {SUPPORTED}{hint}"),
     )
 }
-

@@ -123,10 +123,7 @@ fn check_probe(probe: &Probe, errors: &mut Errors) -> Vec<ArgType> {
     }
     if let ReturnType::Type(arrow, ty) = &sig.output {
         let span = arrow.span().join(ty.span()).unwrap_or(arrow.span());
-        errors.error(
-            span,
-            "a probe returns nothing: remove the return type",
-        );
+        errors.error(span, "a probe returns nothing: remove the return type");
     }
     if !probe.item.block.stmts.is_empty() {
         errors.error(
@@ -136,10 +133,7 @@ fn check_probe(probe: &Probe, errors: &mut Errors) -> Vec<ArgType> {
     }
     for attr in &probe.item.attrs {
         if !attr.path().is_ident("doc") {
-            errors.error(
-                attr,
-                "only doc comments are allowed on a probe declaration",
-            );
+            errors.error(attr, "only doc comments are allowed on a probe declaration");
         }
     }
     for input in &sig.inputs {

@@ -3,7 +3,6 @@
 
 use core::ffi::CStr;
 
-
 /// A type that can be passed to a probe in a register.
 ///
 /// `SIZE` is the argument's size in the note, negative for signed types
