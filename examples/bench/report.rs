@@ -63,15 +63,25 @@ impl Report {
     pub fn table(&self) -> String {
         let mut s = String::new();
         s += &format!("# usdt bench: {}\n", self.machine.line());
-        s += &format!("# load average at start: {}\n", self.machine.load);
+        s += &format!("# load average at start: {}", self.machine.load);
+        let busy = self
+            .machine
+            .load
+            .split_whitespace()
+            .next()
+            .and_then(|l| l.parse::<f64>().ok());
+        if busy.is_some_and(|l| l >= 0.5) {
+            s += " (the machine was busy: expect noisy numbers)";
+        }
+        s += "\n";
         s += &format!(
             "# {} run(s) of >= {:.1} s per row, one thread, M/s = million loop iterations (probe hits) per second\n",
             self.plan.runs,
             self.plan.run_time.as_secs_f64()
         );
         s += &format!(
-            "{:<15}   {:>19}  {:<18} {:<9} {}\n",
-            "row", "rate", "attach", "optimized", "vs c-sdt-nop"
+            "{:<15}   {:>22}  {:<16} {:<9} {}\n",
+            "row", "mean ± sd", "attach", "optimized", "vs c-sdt-nop"
         );
         for r in &self.rows {
             let rate = format!("{:.3} ± {:.3}M/s", r.mops, r.stddev);
@@ -82,7 +92,7 @@ impl Report {
             };
             let ratio = self.ratio(r).map_or("-".into(), |x| format!("{x:.2}x"));
             s += &format!(
-                "{:<15} : {rate:>19}  {:<18} {opt:<9} {ratio}\n",
+                "{:<15} : {rate:>22}  {:<16} {opt:<9} {ratio}\n",
                 r.name, r.attach
             );
         }
