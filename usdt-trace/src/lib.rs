@@ -1,13 +1,35 @@
-//! The consumer side of `usdt`: read USDT probe notes from ELF files and
-//! running processes, attach uprobes to their sites with `perf_event_open`,
-//! and count hits.
+//! The consumer side of `usdt`: read USDT probe notes (SystemTap SDT,
+//! `.note.stapsdt`) from ELF files and running processes, attach uprobes to
+//! their sites with `perf_event_open`, and count hits.
 //!
 //! This crate is for tracers, tests and operators; applications with probes
-//! depend on `usdt` only.
+//! depend on `usdt` only. Its binary, `usdt`, has `features`, `list` and
+//! `count` commands built on this API.
+//!
+//! - Reading: [`read_file`] and [`read_sites`] give one [`Site`] per note, with
+//!   the Base adjustment applied, file offsets, parsed [`Arg`]uments and the
+//!   [`SiteLayout`] found at Location; [`read_process`] does it for every ELF
+//!   object a process maps, with its load bias. Malformed input is an
+//!   [`Error`], never a panic.
+//! - Attaching: a [`Tracer`] opens one uprobe perf event per site (per CPU for
+//!   [`Target::AllProcesses`]) at the [`AttachPoint`] chosen from
+//!   [`KernelFeatures`], with the semaphore's file offset as `ref_ctr_offset`;
+//!   dropping it detaches and the kernel lowers the semaphores again.
+//! - Starting a command with uprobes already in place: [`PausedCommand`].
 //!
 //! ```no_run
-//! for site in usdt_trace::read_file("/usr/bin/python3")? {
+//! use usdt_trace::{read_file, AttachPoint, Target, Tracer};
+//!
+//! let exe = "/usr/local/bin/server";
+//! let sites = read_file(exe)?;
+//! for site in &sites {
 //!     println!("{}:{} at {:#x} ({})", site.provider, site.name, site.location, site.layout);
+//! }
+//! let mut tracer = Tracer::new(AttachPoint::Auto);
+//! tracer.attach(exe, sites.iter().filter(|s| s.provider == "http"), Target::Pid(4242))?;
+//! std::thread::sleep(std::time::Duration::from_secs(1));
+//! for (probe, hits) in tracer.probe_counts()? {
+//!     println!("{probe} {hits}");
 //! }
 //! # Ok::<(), usdt_trace::Error>(())
 //! ```

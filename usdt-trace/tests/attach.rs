@@ -189,3 +189,27 @@ fn a_process_that_exited_is_an_error() {
     );
     assert!(matches!(read_process(pid), Err(Error::NoProcess(p)) if p == pid));
 }
+
+#[test]
+fn semaphores_are_left_as_found() {
+    let exe = example("traced");
+    let sites = read_file_probes(&exe).unwrap().sites;
+    let mut serve = Serve::start(&exe);
+    let lazy = sites.iter().find(|s| s.name == "lazy").unwrap();
+    let semaphore = lazy.semaphore.unwrap() + bias(serve.pid, &exe);
+    let pid = serve.pid;
+    let sem = || read_semaphore(pid, semaphore).unwrap();
+    let mut first = Tracer::new(AttachPoint::Nop);
+    first.attach(&exe, &sites, Target::Pid(serve.pid)).unwrap();
+    let mut second = Tracer::new(AttachPoint::Next);
+    second.attach(&exe, &sites, Target::Pid(serve.pid)).unwrap();
+    assert_eq!(sem(), 2, "one count per attached uprobe");
+    assert_eq!(serve.fire("1 3 1"), 3);
+    assert_eq!(first.probe_counts().unwrap()["traced:lazy"], 3);
+    assert_eq!(second.probe_counts().unwrap()["traced:lazy"], 3);
+    drop(second);
+    assert_eq!(sem(), 1);
+    first.detach();
+    assert_eq!(sem(), 0);
+    serve.finish();
+}
