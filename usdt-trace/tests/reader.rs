@@ -171,3 +171,109 @@ fn registers_name_the_full_register() {
     );
     assert_eq!(reg.to_string(), "%al");
 }
+
+use common::elf::{elf_with_notes, note, AARCH64, X86_64};
+
+const NOP_NOP5: [u8; 6] = [0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00];
+const NOP_NOP10: [u8; 11] = [0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0];
+
+#[test]
+fn layouts_from_the_bytes_at_location() {
+    for (code, layout) in [
+        (&NOP_NOP5[..], SiteLayout::NopNop5),
+        (&NOP_NOP10[..], SiteLayout::NopNop10),
+        (&[0x90, 0x0f, 0x1f, 0x40, 0x00][..], SiteLayout::Nop),
+        (&[0xcc][..], SiteLayout::Other),
+    ] {
+        let notes = note(0x80, 0x80, 0, "p", "n", "8@%rax");
+        let sites = read_sites(&elf_with_notes(X86_64, 0x80, code, &notes)).unwrap();
+        assert_eq!(sites[0].layout, layout, "{code:x?}");
+        assert_eq!(sites[0].bytes.len(), 11);
+        assert_eq!(&sites[0].bytes[..code.len()], code);
+    }
+}
+
+#[test]
+fn aarch64_notes() {
+    let nop = 0xd503201fu32.to_le_bytes();
+    let notes = note(
+        0x80,
+        0x80,
+        0x90,
+        "a64",
+        "tick",
+        "-4@w1 8@[sp, 16] 8@x0 4@[x2] 2@7",
+    );
+    let sites = read_sites(&elf_with_notes(AARCH64, 0x80, &nop, &notes)).unwrap();
+    let site = &sites[0];
+    assert_eq!(site.layout, SiteLayout::Nop);
+    assert_eq!(
+        (site.semaphore, site.semaphore_offset),
+        (Some(0x90), Some(0x90))
+    );
+    let args: Vec<String> = site.args.iter().map(|a| a.operand.to_string()).collect();
+    assert_eq!(args, ["w1", "[sp, 16]", "x0", "[x2]", "$7"]);
+    // The same x86 bytes mean nothing on aarch64, and x86 registers are unknown.
+    let sites = read_sites(&elf_with_notes(AARCH64, 0x80, &NOP_NOP5, &notes)).unwrap();
+    assert_eq!(sites[0].layout, SiteLayout::Other);
+    let x86 = note(0x80, 0x80, 0, "a64", "tick", "8@%rax");
+    assert!(matches!(
+        read_sites(&elf_with_notes(AARCH64, 0x80, &nop, &x86)),
+        Err(Error::BadArgs { .. })
+    ));
+}
+
+#[test]
+fn base_adjustment_follows_the_section() {
+    // Linked with Base 0x1000; .stapsdt.base now at 0x1080: everything moves by 0x80.
+    let notes = [
+        note(0, 0x1000, 0x10, "p", "a", ""),
+        note(0x8, 0x1000, 0, "p", "b", ""),
+    ]
+    .concat();
+    let sites = read_sites(&elf_with_notes(X86_64, 0x1080, &NOP_NOP5, &notes)).unwrap();
+    assert_eq!(
+        (sites[0].location, sites[0].note_base, sites[0].stapsdt_base),
+        (0x80, 0x1000, Some(0x1080))
+    );
+    assert_eq!(
+        (sites[0].location_offset, sites[0].layout),
+        (Some(0x80), SiteLayout::NopNop5)
+    );
+    assert_eq!(
+        (sites[0].semaphore, sites[0].semaphore_offset),
+        (Some(0x90), Some(0x90))
+    );
+    assert_eq!((sites[1].location, sites[1].semaphore), (0x88, None));
+    assert!(sites[1].args.is_empty());
+    // A Location outside every segment has no file offset and no bytes.
+    let far = note(0x10_0000, 0x1080, 0, "p", "far", "");
+    let sites = read_sites(&elf_with_notes(X86_64, 0x1080, &NOP_NOP5, &far)).unwrap();
+    assert_eq!(
+        (sites[0].location_offset, sites[0].layout),
+        (None, SiteLayout::Other)
+    );
+    assert!(sites[0].bytes.is_empty());
+}
+
+#[test]
+fn bad_names_are_errors() {
+    let long = "p".repeat(300);
+    for notes in [
+        note(0x80, 0x80, 0, &long, "n", ""),
+        note(0x80, 0x80, 0, "p", "", ""),
+        note(0x80, 0x80, 0, "", "n", ""),
+    ] {
+        let e = read_sites(&elf_with_notes(X86_64, 0x80, &NOP_NOP5, &notes)).unwrap_err();
+        assert!(matches!(e, Error::BadNote { index: 0, .. }), "{e}");
+    }
+    // Notes of other owners and types are skipped, but still counted in indexes.
+    let mut other = [8u32, 0, 1].map(u32::to_le_bytes).concat();
+    other.extend(b"GNU\0\0\0\0\0");
+    let notes = [other, note(0x80, 0x80, 0, "p", "", "")].concat();
+    let e = read_sites(&elf_with_notes(X86_64, 0x80, &NOP_NOP5, &notes)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "stapsdt note 1 is malformed: its provider or probe name is empty"
+    );
+}

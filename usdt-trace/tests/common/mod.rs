@@ -2,6 +2,8 @@
 //! reading `readelf -n`.
 #![allow(dead_code)]
 
+pub mod elf;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
