@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use usdt_trace::{
     auto_attach_words, closest, glob_match, process_alive, read_file_probes, read_process,
-    read_semaphore, resolve_program, shared_libraries, AttachPoint, Error, KernelFeatures,
-    PausedCommand, Site, SiteLayout, Target, Tracer, UprobeSyscall,
+    read_semaphore, resolve_program, shared_libraries, AttachPoint, ElfProbes, Error,
+    KernelFeatures, PausedCommand, Site, SiteLayout, Target, Tracer, UprobeSyscall,
 };
 
 const USAGE: &str = "\
@@ -157,7 +157,7 @@ fn list(args: &[OsString]) -> Result<i32, Error> {
     match (opts.pid, opts.operands.as_slice()) {
         (Some(pid), []) => list_process(pid, opts.sites),
         (None, [binary]) => {
-            let probes = read_file_probes(binary)?;
+            let probes = read_probes_of(Path::new(binary))?;
             if probes.sites.is_empty() {
                 return Err(Error::Invalid(format!("{binary} has no probes")));
             }
@@ -307,7 +307,7 @@ fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
 fn count_command(opts: &Opts) -> Result<i32, Error> {
     let program = absolute(&resolve_program(Path::new(&opts.command[0]))?);
     // The program's probes, then those of the libraries it will load.
-    let mut objects: Objects = vec![(program.clone(), read_file_probes(&program)?.sites)];
+    let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
     for lib in shared_libraries(&program) {
         if let Ok(probes) = read_file_probes(&lib) {
             objects.push((lib, probes.sites));
@@ -340,6 +340,15 @@ fn attach(tracer: &mut Tracer, objects: &Objects, globs: &[String], pid: u32) ->
         )?;
     }
     Ok(())
+}
+
+/// The probes of a file, with errors that name it.
+fn read_probes_of(path: &Path) -> Result<ElfProbes, Error> {
+    read_file_probes(path).map_err(|e| match e {
+        Error::Io { .. } => e,
+        Error::NotElf => Error::Invalid(format!("{} is not an ELF file", path.display())),
+        e => Error::Invalid(format!("{}: {e}", path.display())),
+    })
 }
 
 fn absolute(path: &Path) -> PathBuf {

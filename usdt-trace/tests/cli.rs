@@ -392,6 +392,11 @@ fn errors_are_one_plain_sentence() {
     let me = std::env::current_exe().unwrap();
     let me = me.to_str().unwrap();
     assert_eq!(error(&usdt(&["list", me])), format!("{me} has no probes"));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/cdemo.c");
+    assert_eq!(
+        error(&usdt(&["list", script])),
+        format!("{script} is not an ELF file")
+    );
     assert_eq!(
         error(&usdt(&["count", "--", me])),
         format!("{me} has no probes")
