@@ -186,6 +186,7 @@ fn uprobe_syscall() -> UprobeSyscall {
 }
 
 /// The first bytes of a small file.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // never read elsewhere
 struct Small {
     buf: [u8; 64],
     len: usize,
