@@ -34,6 +34,12 @@ fn rust_probes_at(point: AttachPoint) -> bool {
     let exe = example("traced");
     let sites = read_file_probes(&exe).unwrap().sites;
     assert!(sites.iter().all(|s| s.layout == SiteLayout::NopNop5));
+    // The kernel optimizes only a nop5 within one page.
+    let within_page = |s: &Site| (s.location + 1) / 4096 == (s.location + 5) / 4096;
+    assert!(
+        sites.iter().all(within_page),
+        "a site's nop5 crosses a page: {sites:#?}"
+    );
     let mut serve = Serve::start(&exe);
     let bias = bias(serve.pid, &exe);
     let lazy = sites.iter().find(|s| s.name == "lazy").unwrap();
