@@ -2,8 +2,7 @@
 //! internal representation that keeps the syntax nodes for spans.
 
 use proc_macro2::{Span, TokenStream};
-use syn::spanned::Spanned;
-use syn::{Attribute, FnArg, Ident, Item, ItemFn, ItemMod, LitStr, Pat, Type, Visibility};
+use syn::{Attribute, FnArg, Ident, Item, ItemFn, LitStr, Pat, Type, Visibility};
 
 /// A provider or probe name, with the span of the syntax it came from.
 pub struct Name {
@@ -70,23 +69,25 @@ pub struct ArgDecl {
     /// The argument's name, when its pattern is a plain identifier.
     pub ident: Option<Ident>,
     pub ty: Type,
-    /// The span of the whole `name: Type`.
-    pub span: Span,
+    /// The whole `name: Type`, for error spans.
+    pub tokens: TokenStream,
 }
 
 impl Provider {
     /// Parses the module; the only error here is input that is not an inline
     /// module at all (everything else is collected by `valid`).
     pub fn parse(args: &Args, input: TokenStream) -> syn::Result<Self> {
-        let module: ItemMod = syn::parse2(input).map_err(|e| {
-            syn::Error::new(
-                e.span(),
-                "#[usdt::provider] belongs on a module: `mod name { fn probe(arg: u64) {} }`",
-            )
-        })?;
-        let Some((_, items)) = module.content else {
-            return Err(syn::Error::new(
-                module.semi.span(),
+        let module =
+            match syn::parse2::<Item>(input)? {
+                Item::Mod(module) => module,
+                other => return Err(syn::Error::new_spanned(
+                    other,
+                    "#[usdt::provider] belongs on a module: `mod name { fn probe(arg: u64) {} }`",
+                )),
+            };
+        let Some((_, items)) = module.content.clone() else {
+            return Err(syn::Error::new_spanned(
+                module,
                 "a provider module needs its probes inline: write `mod name { fn probe(arg: u64) {} }`",
             ));
         };
@@ -132,7 +133,7 @@ impl Probe {
                         _ => None,
                     },
                     ty: (*pat.ty).clone(),
-                    span: pat.span(),
+                    tokens: quote::ToTokens::to_token_stream(pat),
                 }),
                 FnArg::Receiver(_) => None,
             })

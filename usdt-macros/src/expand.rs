@@ -96,10 +96,9 @@ fn probe_items(provider: &Provider, probe: &Probe, types: &[ArgType], krate: &st
         .enumerate()
         .map(|(i, ty)| Binding {
             local: format_ident!("__usdt_a{i}"),
-            reg: if ty.is_str() {
-                format_ident!("__usdt_r{i}")
-            } else {
-                format_ident!("__usdt_a{i}")
+            reg: match ty {
+                ArgType::Value { .. } => format_ident!("__usdt_a{i}"),
+                ArgType::Ref { .. } | ArgType::Str { .. } => format_ident!("__usdt_r{i}"),
             },
             ty,
         })
@@ -181,21 +180,36 @@ fn usage_error(provider: &Provider, probe: &Probe) -> String {
     )
 }
 
-/// `let`s that stage string arguments: only when `on`, else a null pointer.
-fn staging(bindings: &[Binding], on: TokenStream) -> TokenStream {
-    let staged = bindings.iter().filter(|b| b.ty.is_str()).map(|b| {
-        let Binding { local, reg, .. } = b;
-        let buf = format_ident!("{}_buf", reg);
-        quote! {
-            let mut #buf = ::usdt::__private::StrBuf::new();
-            let #reg: u64 = if #on {
-                ::usdt::__private::StrArg::stage(&#local, &mut #buf)
-            } else {
-                0
-            };
+/// `let`s that turn the typed arguments into what the site takes: a
+/// reference's address, and a string's staged copy (only when `on`, else a
+/// null pointer).
+fn conversions(bindings: &[Binding], on: &TokenStream) -> TokenStream {
+    let lets = bindings.iter().map(|b| {
+        let Binding { local, reg, ty } = b;
+        match ty {
+            ArgType::Value { .. } => TokenStream::new(),
+            ArgType::Ref { .. } => quote! {
+                let #reg = ::core::ptr::from_ref(#local);
+            },
+            ArgType::Str { .. } => {
+                let buf = format_ident!("{}_buf", reg);
+                quote! {
+                    let mut #buf = ::usdt::__private::StrBuf::new();
+                    let #reg: u64 = if #on {
+                        ::usdt::__private::StrArg::stage(&#local, &mut #buf)
+                    } else {
+                        0
+                    };
+                }
+            }
         }
     });
-    quote!(#(#staged)*)
+    quote!(#(#lets)*)
+}
+
+/// `$a0`, `$a1`, ...: the eager arm's metavariables.
+fn metavar(i: usize) -> syn::Ident {
+    format_ident!("a{i}")
 }
 
 fn eager_arm(
@@ -204,33 +218,30 @@ fn eager_arm(
     on_fn: &TokenStream,
     any_str: bool,
 ) -> TokenStream {
-    let params = bindings.iter().map(|b| format_ident!("{}", b.local));
-    let lets = bindings.iter().map(|b| {
+    let vars: Vec<_> = (0..bindings.len()).map(metavar).collect();
+    let lets = bindings.iter().zip(&vars).map(|(b, var)| {
         let (local, binding) = (&b.local, b.ty.binding());
-        let param = format_ident!("{}", local.to_string().replace("__usdt_a", "a"));
-        quote!(let #local: #binding = $#param;)
+        quote!(let #local: #binding = $#var;)
     });
     let regs = bindings.iter().map(|b| &b.reg);
     // Only a probe with strings reads its semaphore: every other eager site is
     // the nops alone, without a branch.
+    let on = quote!(__usdt_on);
+    let conversions = conversions(bindings, &on);
     let prepare = if any_str {
-        let staging = staging(bindings, quote!(__usdt_on));
         quote! {
             #on_fn
-            let __usdt_on = __usdt_on();
-            #staging
+            let #on = __usdt_on();
         }
     } else {
         TokenStream::new()
     };
-    let params: Vec<_> = params
-        .map(|p| format_ident!("{}", p.to_string().replace("__usdt_a", "a")))
-        .collect();
     quote! {
-        (#($#params:expr),* $(,)?) => {{
+        (#($#vars:expr),* $(,)?) => {{
             #(#lets)*
             #site_fn
             #prepare
+            #conversions
             __usdt_site(#(#regs),*);
         }};
     }
@@ -239,11 +250,13 @@ fn eager_arm(
 fn lazy_arms(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -> TokenStream {
     let locals: Vec<_> = bindings.iter().map(|b| &b.local).collect();
     let tys: Vec<_> = bindings.iter().map(|b| b.ty.binding()).collect();
-    let pattern = match locals.as_slice() {
-        [one] => quote!(#one: #(#tys)*),
-        _ => quote!((#(#locals),*): (#(#tys),*)),
+    // The closure's return type is written out, so that a wrong tuple is an
+    // error at the caller's expression, and literals take the probe's types.
+    let (pattern, ret) = match (locals.as_slice(), tys.as_slice()) {
+        ([one], [ty]) => (quote!(#one), quote!(#ty)),
+        _ => (quote!((#(#locals),*)), quote!((#(#tys),*))),
     };
-    let staging = staging(bindings, quote!(true));
+    let conversions = conversions(bindings, &quote!(true));
     let regs: Vec<_> = bindings.iter().map(|b| &b.reg).collect();
     let body = |closure: TokenStream| {
         quote! {{
@@ -253,16 +266,16 @@ fn lazy_arms(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -
                 // `return` and `?` in it mean what they mean in a closure.
                 #[allow(clippy::redundant_closure_call)]
                 let #pattern = (#closure)();
-                #staging
+                #conversions
                 #site_fn
                 __usdt_site(#(#regs),*);
             }
         }}
     };
-    let plain = body(quote!(|| $($__usdt_body)+));
-    let moving = body(quote!(move || $($__usdt_body)+));
+    let plain = body(quote!(|| -> #ret { $($__usdt_body)+ }));
+    let moving = body(quote!(move || -> #ret { $($__usdt_body)+ }));
     quote! {
-        (|| $($__usdt_body:tt)+) => #plain;
-        (move || $($__usdt_body:tt)+) => #moving;
+        (|| $($__usdt_body:tt)+) => { #plain };
+        (move || $($__usdt_body:tt)+) => { #moving };
     }
 }

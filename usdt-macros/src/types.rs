@@ -13,6 +13,8 @@ pub enum ArgType {
     /// pointer and reference pointees are inferred (`*const _`), since a type
     /// named in the provider module need not be in scope at the call site.
     Value { binding: TokenStream },
+    /// A reference (`&T`, `&mut T`): its address is passed, as a raw pointer.
+    Ref { binding: TokenStream },
     /// `&str` or `String` (`StrArg`): copied, NUL-terminated, while traced.
     Str { binding: TokenStream },
 }
@@ -25,7 +27,9 @@ impl ArgType {
 
     pub fn binding(&self) -> &TokenStream {
         match self {
-            ArgType::Value { binding } | ArgType::Str { binding } => binding,
+            ArgType::Value { binding } | ArgType::Ref { binding } | ArgType::Str { binding } => {
+                binding
+            }
         }
     }
 }
@@ -59,9 +63,10 @@ pub fn classify(ty: &Type) -> syn::Result<ArgType> {
         Type::Group(inner) => classify(&inner.elem),
         Type::Path(path) => classify_path(path),
         Type::Ptr(ptr) => {
+            let pointee = nameable(&ptr.elem).unwrap_or_else(|| quote!(_));
             let binding = match ptr.mutability {
-                Some(_) => quote!(*mut _),
-                None => quote!(*const _),
+                Some(_) => quote!(*mut #pointee),
+                None => quote!(*const #pointee),
             };
             Ok(ArgType::Value { binding })
         }
@@ -93,11 +98,12 @@ fn classify_reference(reference: &syn::TypeReference) -> syn::Result<ArgType> {
             Err(unsupported(&Type::Reference(reference.clone())))
         }
         _ => {
+            let pointee = nameable(elem).unwrap_or_else(|| quote!(_));
             let binding = match reference.mutability {
-                Some(_) => quote!(&mut _),
-                None => quote!(&_),
+                Some(_) => quote!(&mut #pointee),
+                None => quote!(&#pointee),
             };
-            Ok(ArgType::Value { binding })
+            Ok(ArgType::Ref { binding })
         }
     }
 }
@@ -131,6 +137,47 @@ fn classify_path(path: &TypePath) -> syn::Result<ArgType> {
             binding: quote!(::usdt::__private::CString),
         }),
         _ => Err(err()),
+    }
+}
+
+/// The pointee of a pointer or reference, spelled so that it resolves at any
+/// call site: primitives, `core::ffi` integers, and pointers, references and
+/// arrays of those. Other types are left to inference (`*const _`), since
+/// their names need not be in scope where the probe fires.
+fn nameable(ty: &Type) -> Option<TokenStream> {
+    match strip(ty) {
+        Type::Path(path) if path.qself.is_none() => {
+            let last = last_ident(path)?;
+            let ident = syn::Ident::new(&last, path.span());
+            let single = path.path.segments.len() == 1 && path.path.leading_colon.is_none();
+            if single && PRIMITIVES.contains(&last.as_str()) {
+                Some(quote!(::core::primitive::#ident))
+            } else if FFI_INTEGERS.contains(&last.as_str()) {
+                Some(quote!(::core::ffi::#ident))
+            } else {
+                None
+            }
+        }
+        Type::Ptr(ptr) => {
+            let inner = nameable(&ptr.elem)?;
+            Some(match ptr.mutability {
+                Some(_) => quote!(*mut #inner),
+                None => quote!(*const #inner),
+            })
+        }
+        Type::Reference(r) => {
+            let inner = nameable(&r.elem)?;
+            Some(match r.mutability {
+                Some(_) => quote!(&mut #inner),
+                None => quote!(&#inner),
+            })
+        }
+        Type::Array(array) => {
+            let inner = nameable(&array.elem)?;
+            let len = &array.len;
+            Some(quote!([#inner; #len]))
+        }
+        _ => None,
     }
 }
 
@@ -170,8 +217,8 @@ fn unsupported(ty: &Type) -> syn::Error {
         Type::Tuple(t) if t.elems.is_empty() => "; a probe without this argument needs no `()`",
         _ => "",
     };
-    syn::Error::new(
-        ty.span(),
+    syn::Error::new_spanned(
+        ty,
         format!("unsupported probe argument type `{text}`: {SUPPORTED}{hint}"),
     )
 }

@@ -5,7 +5,6 @@ use crate::ast::{Name, Probe, Provider};
 use crate::types::{self, ArgType};
 use quote::ToTokens;
 use std::collections::HashMap;
-use syn::spanned::Spanned;
 use syn::{FnArg, Pat, ReturnType};
 
 /// The most arguments a probe takes: what `sys/sdt.h` and its consumers support,
@@ -24,8 +23,9 @@ impl Errors {
         }
     }
 
-    pub fn error(&mut self, span: impl Spanned, message: impl std::fmt::Display) {
-        self.push(syn::Error::new(span.span(), message));
+    /// An error spanning all of `tokens` (from their first to their last token).
+    pub fn error(&mut self, tokens: impl ToTokens, message: impl std::fmt::Display) {
+        self.push(syn::Error::new_spanned(tokens, message));
     }
 
     pub fn into_result(self) -> syn::Result<()> {
@@ -112,18 +112,21 @@ fn check_probe(probe: &Probe, errors: &mut Errors) -> Vec<ArgType> {
     if let Some(abi) = &sig.abi {
         errors.error(abi, "a probe has no ABI: remove the `extern`");
     }
-    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        errors.error(
-            &sig.generics,
-            "a probe cannot be generic: give each argument a concrete type",
-        );
+    let generic = "a probe cannot be generic: give each argument a concrete type";
+    if !sig.generics.params.is_empty() {
+        errors.error(&sig.generics, generic);
+    }
+    if let Some(clause) = &sig.generics.where_clause {
+        errors.error(clause, generic);
     }
     if let Some(v) = &sig.variadic {
         errors.error(v, "a probe is not variadic: declare each argument");
     }
-    if let ReturnType::Type(arrow, ty) = &sig.output {
-        let span = arrow.span().join(ty.span()).unwrap_or(arrow.span());
-        errors.error(span, "a probe returns nothing: remove the return type");
+    if let ReturnType::Type(..) = &sig.output {
+        errors.error(
+            &sig.output,
+            "a probe returns nothing: remove the return type",
+        );
     }
     if !probe.item.block.stmts.is_empty() {
         errors.error(
@@ -157,14 +160,14 @@ fn check_probe(probe: &Probe, errors: &mut Errors) -> Vec<ArgType> {
     }
     if probe.args.len() > MAX_ARGS {
         let extra = &probe.args[MAX_ARGS];
-        errors.error(
-            extra.span,
+        errors.push(syn::Error::new_spanned(
+            &extra.tokens,
             format!(
                 "a probe takes at most {MAX_ARGS} arguments; `{}` has {}: pack the rest into fewer arguments or split the probe",
                 probe.name.value,
                 probe.args.len()
             ),
-        );
+        ));
     }
     let mut types = Vec::new();
     for arg in &probe.args {

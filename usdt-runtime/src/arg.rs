@@ -12,14 +12,17 @@ use core::ffi::CStr;
 ///
 /// Implemented for the integer types, `bool` (0 or 1), `char` (its code point,
 /// as `u32`), `f32`/`f64` (their IEEE-754 bits, as unsigned integers of the same
-/// size), raw pointers and references to sized values (the address), and
-/// `&CStr` (the address of its NUL-terminated bytes). Strings (`&str`,
-/// `String`) are not: they need a copy with a terminating NUL, which only a probe
-/// declared in a `#[usdt::provider]` module makes, and only while traced.
+/// size), raw pointers (the address), and `&CStr` and `CString` (the address of
+/// the NUL-terminated bytes). Not for references in general, so that `&String`
+/// does not silently pass the address of a `String`'s header: a provider probe
+/// declares a reference argument and passes its address; an ad-hoc probe takes
+/// a raw pointer (`ptr::from_ref(&x)`). Strings (`&str`, `String`) need a copy
+/// with a terminating NUL, which only a provider probe makes, and only while
+/// traced.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a probe argument",
-    label = "not an integer, bool, char, float, pointer or reference",
-    note = "probe arguments are integers, bool, char, f32, f64, raw pointers, references to sized values and &CStr",
+    label = "not an integer, bool, char, float, raw pointer or C string",
+    note = "probe arguments are integers, bool, char, f32, f64, raw pointers, &CStr and CString; pass a reference as a raw pointer: `core::ptr::from_ref(&x)`",
     note = "a string (&str, String) is accepted only by a probe declared in a #[usdt::provider] module, which copies it while a tracer is attached"
 )]
 pub trait ProbeArg {
@@ -106,22 +109,6 @@ impl<T: ?Sized> ProbeArg for *mut T {
     }
 }
 
-impl<T> ProbeArg for &T {
-    const SIZE: i8 = 8;
-    #[inline(always)]
-    fn value(&self) -> u64 {
-        *self as *const T as usize as u64
-    }
-}
-
-impl<T> ProbeArg for &mut T {
-    const SIZE: i8 = 8;
-    #[inline(always)]
-    fn value(&self) -> u64 {
-        &**self as *const T as usize as u64
-    }
-}
-
 impl ProbeArg for &CStr {
     const SIZE: i8 = 8;
     #[inline(always)]
@@ -155,7 +142,10 @@ mod tests {
         assert_eq!(1.5f32.value(), 0x3fc0_0000);
         assert_eq!((-2.0f64).value(), 0xc000_0000_0000_0000);
         let x = 7u32;
-        assert_eq!(ProbeArg::value(&&x), &x as *const u32 as u64);
+        assert_eq!(
+            ProbeArg::value(&(&x as *const u32)),
+            &x as *const u32 as u64
+        );
         let c = c"abc";
         assert_eq!(ProbeArg::value(&c), c.as_ptr() as u64);
     }

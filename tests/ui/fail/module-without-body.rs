@@ -1,0 +1,4 @@
+#[usdt::provider]
+mod http;
+
+fn main() {}

@@ -1,0 +1,4 @@
+#[usdt::provider]
+fn probe(x: u64) {}
+
+fn main() {}

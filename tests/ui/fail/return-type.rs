@@ -1,0 +1,6 @@
+#[usdt::provider]
+mod http {
+    fn request_start(id: u64) -> bool {}
+}
+
+fn main() {}

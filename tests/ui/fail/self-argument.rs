@@ -1,0 +1,6 @@
+#[usdt::provider]
+mod http {
+    fn request_start(&self, id: u64) {}
+}
+
+fn main() {}
