@@ -104,3 +104,67 @@ fn virtualization() -> String {
 fn virtualization() -> String {
     "virtualization unknown".into()
 }
+
+/// CPU time spent by the whole machine and by this process (with its waited
+/// children: the peers helper, valgrind), to tell afterwards how much other
+/// work shared the machine with the bench.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuClock {
+    busy_ticks: u64,
+    own_ticks: u64,
+    at: std::time::Instant,
+}
+
+impl CpuClock {
+    /// Reads the clocks now.
+    pub fn now() -> CpuClock {
+        // `cpu  user nice system idle iowait irq softirq steal ...`: all but
+        // idle and iowait is busy; `steal` counts the host's other guests.
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let cpu: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let busy_ticks = cpu
+            .iter()
+            .take(8)
+            .enumerate()
+            .filter(|(i, _)| *i != 3 && *i != 4)
+            .map(|(_, v)| v)
+            .sum();
+        // /proc/self/stat fields 14-17: utime stime cutime cstime, after the
+        // parenthesized command name.
+        let me = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        let own_ticks = me
+            .rsplit_once(')')
+            .map(|(_, rest)| {
+                rest.split_whitespace()
+                    .skip(11)
+                    .take(4)
+                    .filter_map(|v| v.parse::<u64>().ok())
+                    .sum()
+            })
+            .unwrap_or(0);
+        CpuClock {
+            busy_ticks,
+            own_ticks,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// CPUs' worth of work that was not the bench's, on average since `self`.
+    pub fn others_since(&self) -> f64 {
+        let now = CpuClock::now();
+        // SAFETY: sysconf has no memory arguments.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let others = now
+            .busy_ticks
+            .saturating_sub(self.busy_ticks)
+            .saturating_sub(now.own_ticks - self.own_ticks);
+        others as f64 / hz / now.at.duration_since(self.at).as_secs_f64().max(1e-3)
+    }
+}

@@ -179,6 +179,7 @@ fn cannot_attach() -> Option<String> {
 
 fn run(opts: Options) -> Result<(), String> {
     let machine = machine::Machine::probe();
+    let clock = machine::CpuClock::now();
     let exe =
         std::fs::canonicalize("/proc/self/exe").map_err(|e| format!("/proc/self/exe: {e}"))?;
     let no_attach = cannot_attach();
@@ -206,6 +207,7 @@ fn run(opts: Options) -> Result<(), String> {
         rows: Vec::new(),
         skipped: Vec::new(),
         idle: Ok(BTreeMap::new()),
+        others: 0.0,
     };
     for spec in &ROWS {
         let why_not = match (spec.attach, &no_attach, spec.runner, &helper) {
@@ -243,6 +245,7 @@ fn run(opts: Options) -> Result<(), String> {
         idle_instructions(&jobs, &bar)
     });
     bar.finish_and_clear();
+    report.others = clock.others_since();
 
     print!("{}", report.table());
     if let Some(path) = &opts.json {

@@ -43,6 +43,8 @@ pub struct Report {
     pub skipped: Vec<(&'static str, String)>,
     /// Idle cost.
     pub idle: Idle,
+    /// CPUs' worth of other processes' work while the bench ran.
+    pub others: f64,
 }
 
 impl Report {
@@ -63,15 +65,12 @@ impl Report {
     pub fn table(&self) -> String {
         let mut s = String::new();
         s += &format!("# usdt bench: {}\n", self.machine.line());
-        s += &format!("# load average at start: {}", self.machine.load);
-        let busy = self
-            .machine
-            .load
-            .split_whitespace()
-            .next()
-            .and_then(|l| l.parse::<f64>().ok());
-        if busy.is_some_and(|l| l >= 0.5) {
-            s += " (the machine was busy: expect noisy numbers)";
+        s += &format!(
+            "# load average at start: {}; other work during the bench: {:.2} CPUs",
+            self.machine.load, self.others
+        );
+        if self.others >= 0.1 {
+            s += " (a busy machine: expect noisy numbers)";
         }
         s += "\n";
         s += &format!(
@@ -162,6 +161,7 @@ impl Report {
                 "cpus": self.machine.cpus,
                 "virtualization": self.machine.virtualization,
                 "load_average": self.machine.load,
+                "other_cpus_during_bench": self.others,
             },
             "runs": self.plan.runs,
             "run_seconds": self.plan.run_time.as_secs_f64(),
