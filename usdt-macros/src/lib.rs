@@ -3,10 +3,10 @@
 //! Use them through the `usdt` crate, which re-exports them and holds the
 //! runtime items their expansions name (`::usdt::__private`).
 //!
-//! One stage per file: [`ast`] parses, [`valid`] checks, [`types`] maps argument
-//! types to register operands, [`site`] writes the probe site and its note,
-//! [`expand`] generates the provider module, [`adhoc`] the ad-hoc probe, and
-//! [`fallback`] the skeleton emitted beside errors.
+//! One stage per file: `ast` parses, `valid` checks, `types` maps argument
+//! types to register operands, `site` writes the probe site and its note,
+//! `expand` generates the provider module, `adhoc` the ad-hoc probe, and
+//! `fallback` the skeleton emitted beside errors.
 
 mod adhoc;
 mod ast;
