@@ -69,7 +69,8 @@ fn module(provider: &Provider, types: &[Vec<ArgType>]) -> TokenStream {
 struct Binding<'a> {
     /// `__usdt_aN`: the argument as the caller passed it, typed.
     local: syn::Ident,
-    /// What the site receives: the local itself, or a staged string's address.
+    /// What the site receives: the local itself, a reference's address, or a
+    /// staged string's address.
     reg: syn::Ident,
     ty: &'a ArgType,
 }
@@ -103,8 +104,7 @@ fn probe_items(provider: &Provider, probe: &Probe, types: &[ArgType], krate: &st
             ty,
         })
         .collect();
-    let any_str = types.iter().any(ArgType::is_str);
-    let eager = eager_arm(&bindings, &site_fn, &on_fn, any_str);
+    let eager = eager_arm(&bindings, &site_fn, &on_fn);
     let lazy = lazy_arms(&bindings, &site_fn, &on_fn);
     let usage = usage_error(provider, probe);
     let docs = probe.item.attrs.iter().filter(|a| a.path().is_ident("doc"));
@@ -212,12 +212,7 @@ fn metavar(i: usize) -> syn::Ident {
     format_ident!("a{i}")
 }
 
-fn eager_arm(
-    bindings: &[Binding],
-    site_fn: &TokenStream,
-    on_fn: &TokenStream,
-    any_str: bool,
-) -> TokenStream {
+fn eager_arm(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -> TokenStream {
     let vars: Vec<_> = (0..bindings.len()).map(metavar).collect();
     let lets = bindings.iter().zip(&vars).map(|(b, var)| {
         let (local, binding) = (&b.local, b.ty.binding());
@@ -228,7 +223,7 @@ fn eager_arm(
     // the nops alone, without a branch.
     let on = quote!(__usdt_on);
     let conversions = conversions(bindings, &on);
-    let prepare = if any_str {
+    let prepare = if bindings.iter().any(|b| b.ty.is_str()) {
         quote! {
             #on_fn
             let #on = __usdt_on();

@@ -5,7 +5,9 @@
 //!       0f 1f 44 00 00     nop5    <- Location + 1: where the kernel optimizes a uprobe
 //!                                     (feature `nop10`: 66 2e 0f 1f 84 00 00 00 00 00)
 //!
-//! .note.stapsdt (one note per emitted site, exactly as sys/sdt.h writes it):
+//! .note.stapsdt (one note per emitted site, exactly as sys/sdt.h writes it;
+//! SHF_LINK_ORDER to the site's text section, so the linker's --gc-sections
+//! drops the note with the code):
 //!       namesz = 8, descsz, type = 3 (NT_STAPSDT), "stapsdt\0", padding to 4
 //!       Location   8 bytes   address of the nop (990b)
 //!       Base       8 bytes   address of .stapsdt.base, for prelink-style adjustment
@@ -180,8 +182,29 @@ fn aarch64_template(site: &Site) -> Vec<String> {
 fn note(l: &mut Vec<String>, site: &Site, ty: &str, arg: impl Fn(usize) -> Vec<String>) {
     let semaphore = site.semaphore.unwrap_or("0");
     l.extend([
-        // A section of its own kind: not allocated, so it costs the program nothing.
-        format!(".pushsection .note.stapsdt, \"\", {ty}note"),
+        // A label in this site's text section with a name unique in the
+        // object file: `.L__usdt_sites` counts the notes assembled so far, and
+        // `.altmacro`'s `%(expr)` turns the count into the label's name. (A
+        // numeric label like 990 cannot be named in a section directive.)
+        ".ifndef .L__usdt_sites".to_owned(),
+        ".set .L__usdt_sites, 0".to_owned(),
+        ".endif".to_owned(),
+        ".set .L__usdt_sites, .L__usdt_sites + 1".to_owned(),
+        ".macro __usdt_note_start __usdt_n".to_owned(),
+        ".L__usdt_site_\\__usdt_n:".to_owned(),
+        // The note section: not allocated, so it costs the program nothing,
+        // and SHF_LINK_ORDER ("o") linked to the site's text section, so that
+        // when `--gc-sections` removes the function the note goes with it
+        // (otherwise its Location would be 0 or a stale offset, which breaks
+        // tracers that attach to every note of a probe). LLD and GNU ld both
+        // drop such a note with its text section.
+        format!(".pushsection .note.stapsdt, \"o\", {ty}note, .L__usdt_site_\\__usdt_n"),
+        ".endm".to_owned(),
+        ".altmacro".to_owned(),
+        "__usdt_note_start %(.L__usdt_sites)".to_owned(),
+        ".noaltmacro".to_owned(),
+        // Macros outlive an asm block in LLVM: remove it for the next site.
+        ".purgem __usdt_note_start".to_owned(),
         ".balign 4".to_owned(),
         // Note header: name size, descriptor size, NT_STAPSDT.
         ".4byte 992f - 991f, 994f - 993f, 3".to_owned(),
