@@ -209,30 +209,69 @@ fn run(opts: Options) -> Result<(), String> {
         idle: Ok(BTreeMap::new()),
         others: 0.0,
     };
-    for spec in &ROWS {
-        let why_not = match (spec.attach, &no_attach, spec.runner, &helper) {
-            (Some(_), Some(why), _, _) => Some(why.clone()),
-            (_, _, Runner::Peers(_), None) => Some(match &peers_exe {
-                Err(e) => format!("the peers helper could not be built: {e}"),
-                Ok(_) => "the peers helper could not be started".into(),
-            }),
-            _ => None,
-        };
-        if let Some(why) = why_not {
-            bar.inc(opts.plan.runs as u64);
-            report.skipped.push((spec.name, why));
-            continue;
-        }
-        bar.set_message(spec.name);
-        if bar.is_hidden() {
-            eprintln!("bench: {} ...", spec.name);
-        }
-        match measure_row(spec, &exe, helper.as_mut(), opts.plan, &bar) {
-            Ok(row) => report.rows.push(row),
-            Err(e) => {
-                bar.suspend(|| eprintln!("bench: {}: {e}", spec.name));
-                report.skipped.push((spec.name, e));
+    // Rows that cannot run here are skipped with the reason.
+    let mut states: Vec<Option<State>> = ROWS
+        .iter()
+        .map(|spec| {
+            let why_not = match (spec.attach, &no_attach, spec.runner, &helper) {
+                (Some(_), Some(why), _, _) => Some(why.clone()),
+                (_, _, Runner::Peers(_), None) => Some(match &peers_exe {
+                    Err(e) => format!("the peers helper could not be built: {e}"),
+                    Ok(_) => "the peers helper could not be started".into(),
+                }),
+                _ => None,
+            };
+            match why_not {
+                Some(why) => {
+                    report.skipped.push((spec.name, why));
+                    bar.inc(opts.plan.runs as u64);
+                    None
+                }
+                None => Some(State::default()),
             }
+        })
+        .collect();
+    // Round-robin: run 1 of every row, then run 2, ...
+    for round in 0..opts.plan.runs {
+        for (spec, state) in ROWS.iter().zip(&mut states) {
+            let Some(state) = state.as_mut().filter(|s| s.failed.is_none()) else {
+                continue;
+            };
+            bar.set_message(format!(
+                "{} (run {}/{})",
+                spec.name,
+                round + 1,
+                opts.plan.runs
+            ));
+            if bar.is_hidden() {
+                eprintln!(
+                    "bench: {} run {}/{} ...",
+                    spec.name,
+                    round + 1,
+                    opts.plan.runs
+                );
+            }
+            if let Err(e) = one_run(spec, state, &exe, helper.as_mut(), opts.plan, &bar) {
+                bar.suspend(|| eprintln!("bench: {}: {e}", spec.name));
+                state.failed = Some(e);
+            }
+            bar.inc(1);
+        }
+    }
+    for (spec, state) in ROWS.iter().zip(states) {
+        match state {
+            Some(State {
+                failed: Some(e), ..
+            }) => report.skipped.push((spec.name, e)),
+            Some(s) => report.rows.push(Row {
+                name: spec.name,
+                mops: s.measured.mean(),
+                stddev: s.measured.stddev(),
+                attach: s.attach.unwrap_or_else(|| "none".into()),
+                optimized: s.optimized,
+                attached: spec.attach.is_some(),
+            }),
+            None => {}
         }
     }
     drop(helper);
@@ -271,14 +310,30 @@ fn progress(steps: u64) -> ProgressBar {
     bar
 }
 
-/// Attaches (for attached rows), measures, checks the hit count, detaches.
-fn measure_row(
+/// A row while its runs go on.
+#[derive(Default)]
+struct State {
+    /// The batch size, once calibrated.
+    n: Option<u64>,
+    measured: timing::Measured,
+    /// The attach column.
+    attach: Option<String>,
+    /// Whether every run found the site optimized.
+    optimized: bool,
+    /// Why the row stopped.
+    failed: Option<String>,
+}
+
+/// One run of a row: attach (for attached rows), calibrate the first time or
+/// warm up, run, check the hit count and the site, detach.
+fn one_run(
     spec: &Spec,
+    state: &mut State,
     exe: &Path,
     helper: Option<&mut peers::Helper>,
     plan: Plan,
     bar: &ProgressBar,
-) -> Result<Row, String> {
+) -> Result<(), String> {
     let (pid, target) = match (spec.runner, &helper) {
         (Runner::Peers(_), Some(h)) => (h.pid, h.exe.clone()),
         _ => (std::process::id(), exe.to_owned()),
@@ -292,36 +347,37 @@ fn measure_row(
         (Runner::Peers(name), Some(h)) => Box::new(h.row(name)),
         (Runner::Peers(_), None) => return Err("no peers helper".into()),
     };
-    let measured = timing::measure(runner.as_mut(), plan, || bar.inc(1))?;
-    let mut row = Row {
-        name: spec.name,
-        mops: measured.mean(),
-        stddev: measured.stddev(),
-        attach: "none".into(),
-        optimized: false,
-        attached: false,
+    // The first hit after attaching is the one that optimizes a nop5 site.
+    let (n, mut iterations) = match state.n {
+        Some(n) => (n, runner.batch(1024).map(|_| 1024)?),
+        None => timing::calibrate(runner.as_mut())?,
     };
-    if let Some(a) = attached {
-        let hits = a.count()?;
-        if hits == 0 {
-            return Err(format!(
-                "attached at {}, but the probe was never hit",
-                a.describe
-            ));
-        }
-        if hits != measured.iterations {
-            bar.suspend(|| {
-                eprintln!(
-                    "bench: warning: {}: {hits} hits counted for {} iterations",
-                    spec.name, measured.iterations
-                )
-            });
-        }
-        row.optimized = a.optimized();
-        row.attach = a.describe;
-        row.attached = true;
+    state.n = Some(n);
+    let (rate, run) = timing::run_once(runner.as_mut(), n, plan.run_time)?;
+    iterations += run;
+    state.measured.rates.push(rate);
+    let Some(a) = attached else {
+        return Ok(());
+    };
+    let hits = a.count()?;
+    if hits == 0 {
+        return Err(format!(
+            "attached at {}, but the probe was never hit",
+            a.describe
+        ));
     }
-    Ok(row)
+    if hits != iterations {
+        bar.suspend(|| {
+            eprintln!(
+                "bench: warning: {}: {hits} hits counted for {iterations} iterations",
+                spec.name
+            )
+        });
+    }
+    let optimized = a.optimized();
+    state.optimized = optimized && (state.optimized || state.attach.is_none());
+    state.attach = Some(a.describe);
+    Ok(())
 }
 
 /// Counts each loop under callgrind; reports probes against the bare loop.

@@ -5,7 +5,8 @@
 //! the site up (the kernel optimizes a uprobed nop5 on its first hit). A run
 //! repeats batches until it has lasted the run time; its rate is iterations
 //! over the sum of the batch times. A row is the mean and standard deviation
-//! of its runs' rates.
+//! of its runs' rates. The runs of all rows are interleaved (main.rs), so
+//! that other work on the machine weighs on every row alike.
 
 use std::time::Duration;
 
@@ -56,8 +57,6 @@ impl Loop for Local {
 pub struct Measured {
     /// Million iterations per second, per run.
     pub rates: Vec<f64>,
-    /// Iterations run in total, calibration included.
-    pub iterations: u64,
 }
 
 impl Measured {
@@ -77,29 +76,29 @@ impl Measured {
     }
 }
 
-/// Measures one row; `tick` is called after every run.
-pub fn measure(l: &mut dyn Loop, plan: Plan, mut tick: impl FnMut()) -> Result<Measured, String> {
-    let mut out = Measured::default();
-    let mut n = 1024;
+/// Doubles `n` from 1024 until a batch takes `BATCH`; returns `n` and the
+/// iterations run meanwhile (which warmed the site up).
+pub fn calibrate(l: &mut dyn Loop) -> Result<(u64, u64), String> {
+    let (mut n, mut iterations) = (1024, 0);
     loop {
         let t = l.batch(n)?;
-        out.iterations += n;
+        iterations += n;
         if t >= BATCH || n >= 1 << 40 {
-            break;
+            return Ok((n, iterations));
         }
         n *= 2;
     }
-    for _ in 0..plan.runs {
-        let (mut iters, mut time) = (0u64, Duration::ZERO);
-        while time < plan.run_time {
-            time += l.batch(n)?;
-            iters += n;
-        }
-        out.iterations += iters;
-        out.rates.push(iters as f64 / time.as_secs_f64() / 1e6);
-        tick();
+}
+
+/// One run: batches of `n` until `run_time` has passed; returns the rate in
+/// M/s and the iterations run.
+pub fn run_once(l: &mut dyn Loop, n: u64, run_time: Duration) -> Result<(f64, u64), String> {
+    let (mut iterations, mut time) = (0u64, Duration::ZERO);
+    while time < run_time {
+        time += l.batch(n)?;
+        iterations += n;
     }
-    Ok(out)
+    Ok((iterations as f64 / time.as_secs_f64() / 1e6, iterations))
 }
 
 #[cfg(test)]
