@@ -25,6 +25,10 @@ pub struct Attached {
     /// The address of the attached instruction in the traced process.
     addr: u64,
     pid: u32,
+    /// The address of the site (Location) in the traced process.
+    location: u64,
+    /// The site's bytes in the file.
+    original: Vec<u8>,
 }
 
 /// Attaches to every site of `probe` (provider, name) in the executable `exe`
@@ -66,11 +70,16 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
         _ => format!("{insn}{sema}"),
     };
     let addr = runtime_address(pid, exe, attached.offset)?;
+    let delta = attached.offset - first.location_offset.unwrap_or(attached.offset);
+    // The site's own bytes: the nop and, when there is one, the nop5.
+    let original = first.bytes[..first.bytes.len().min(6)].to_vec();
     Ok(Attached {
         describe,
         tracer,
         addr,
         pid,
+        location: addr - delta,
+        original,
     })
 }
 
@@ -93,6 +102,22 @@ fn runtime_address(pid: u32, exe: &Path, offset: u64) -> Result<u64, String> {
 }
 
 impl Attached {
+    /// Detaches, and checks that the kernel put the site's bytes back: a site
+    /// left as a `call` into the trampoline would slow the next rows down.
+    pub fn detach(self) -> Result<(), String> {
+        drop(self.tracer);
+        let mut now = vec![0; self.original.len()];
+        read_mem(self.pid, self.location, &mut now)
+            .map_err(|e| format!("reading the site back: {e}"))?;
+        if now != self.original {
+            return Err(format!(
+                "after detaching, the site at {:#x} reads {:02x?} instead of {:02x?}",
+                self.location, now, self.original
+            ));
+        }
+        Ok(())
+    }
+
     /// Hits counted so far.
     pub fn count(&self) -> Result<u64, String> {
         let counts = self.tracer.probe_counts().map_err(|e| e.to_string())?;

@@ -376,7 +376,10 @@ fn one_run(
     }
     let optimized = a.optimized();
     state.optimized = optimized && (state.optimized || state.attach.is_none());
-    state.attach = Some(a.describe);
+    state.attach = Some(a.describe.clone());
+    if let Err(e) = a.detach() {
+        bar.suspend(|| eprintln!("bench: warning: {}: {e}", spec.name));
+    }
     Ok(())
 }
 
