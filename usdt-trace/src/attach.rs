@@ -219,89 +219,103 @@ impl Tracer {
     pub fn detach(self) {}
 
     fn open(&self, uprobe: &Uprobe<'_>, target: Target, cpu: i32) -> io::Result<OwnedFd> {
-        let pmu = self
-            .features
-            .uprobe_pmu_type
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))?;
-        let shift = self.features.ref_ctr_offset_shift.unwrap_or(32);
-        let ref_ctr = match uprobe.ref_ctr_offset {
-            Some(off) if self.features.kernel_semaphores => {
-                // The field holds the bits from `shift` up to 63.
-                if shift >= 64 || off.checked_shl(shift.into()).map(|v| v >> shift) != Some(off) {
-                    return Err(io::Error::from_raw_os_error(libc::EOVERFLOW));
-                }
-                off << shift
+        let inherit = self.inherit;
+        open_uprobe(&self.features, uprobe, target, cpu, |attr| {
+            if inherit {
+                attr.flags |= FLAG_INHERIT;
             }
-            _ => 0,
-        };
-        let mut attr = PerfEventAttr {
-            type_: pmu,
-            size: std::mem::size_of::<PerfEventAttr>() as u32,
-            config: ref_ctr,
-            config1: uprobe.path.as_ptr() as u64,
-            config2: uprobe.offset,
-            ..PerfEventAttr::default()
-        };
-        if self.inherit {
-            attr.flags |= FLAG_INHERIT;
-        }
-        let pid = match target {
-            Target::Pid(pid) => pid as libc::pid_t,
-            Target::AllProcesses => -1,
-        };
-        // SAFETY: `attr` is a valid perf_event_attr of the size it states, and
-        // the path it points to (config1) lives until the call returns.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttr,
-                pid,
-                cpu,
-                -1,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the kernel just returned this new descriptor; we own it.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+        })
     }
 }
 
-struct Uprobe<'a> {
-    path: &'a CString,
-    offset: u64,
-    ref_ctr_offset: Option<u64>,
+/// Opens one uprobe perf event; `customize` adjusts the attributes (sampling,
+/// inheritance) before the call.
+pub(crate) fn open_uprobe(
+    features: &KernelFeatures,
+    uprobe: &Uprobe<'_>,
+    target: Target,
+    cpu: i32,
+    customize: impl FnOnce(&mut PerfEventAttr),
+) -> io::Result<OwnedFd> {
+    let pmu = features
+        .uprobe_pmu_type
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))?;
+    let shift = features.ref_ctr_offset_shift.unwrap_or(32);
+    let ref_ctr = match uprobe.ref_ctr_offset {
+        Some(off) if features.kernel_semaphores => {
+            // The field holds the bits from `shift` up to 63.
+            if shift >= 64 || off.checked_shl(shift.into()).map(|v| v >> shift) != Some(off) {
+                return Err(io::Error::from_raw_os_error(libc::EOVERFLOW));
+            }
+            off << shift
+        }
+        _ => 0,
+    };
+    let mut attr = PerfEventAttr {
+        type_: pmu,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config: ref_ctr,
+        config1: uprobe.path.as_ptr() as u64,
+        config2: uprobe.offset,
+        ..PerfEventAttr::default()
+    };
+    customize(&mut attr);
+    let pid = match target {
+        Target::Pid(pid) => pid as libc::pid_t,
+        Target::AllProcesses => -1,
+    };
+    // SAFETY: `attr` is a valid perf_event_attr of the size it states, and
+    // the path it points to (config1) lives until the call returns.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const PerfEventAttr,
+            pid,
+            cpu,
+            -1,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this new descriptor; we own it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+pub(crate) struct Uprobe<'a> {
+    pub(crate) path: &'a CString,
+    pub(crate) offset: u64,
+    pub(crate) ref_ctr_offset: Option<u64>,
 }
 
 /// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes).
 #[repr(C)]
 #[derive(Default)]
-struct PerfEventAttr {
-    type_: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-    config2: u64,
-    branch_sample_type: u64,
-    sample_regs_user: u64,
-    sample_stack_user: u32,
-    clockid: i32,
-    sample_regs_intr: u64,
-    aux_watermark: u32,
-    sample_max_stack: u16,
-    reserved_2: u16,
+pub(crate) struct PerfEventAttr {
+    pub(crate) type_: u32,
+    pub(crate) size: u32,
+    pub(crate) config: u64,
+    pub(crate) sample_period: u64,
+    pub(crate) sample_type: u64,
+    pub(crate) read_format: u64,
+    pub(crate) flags: u64,
+    pub(crate) wakeup_events: u32,
+    pub(crate) bp_type: u32,
+    pub(crate) config1: u64,
+    pub(crate) config2: u64,
+    pub(crate) branch_sample_type: u64,
+    pub(crate) sample_regs_user: u64,
+    pub(crate) sample_stack_user: u32,
+    pub(crate) clockid: i32,
+    pub(crate) sample_regs_intr: u64,
+    pub(crate) aux_watermark: u32,
+    pub(crate) sample_max_stack: u16,
+    pub(crate) reserved_2: u16,
 }
 
 const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == 112);
-const FLAG_INHERIT: u64 = 1 << 1;
+pub(crate) const FLAG_INHERIT: u64 = 1 << 1;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 
 fn read_count(fd: &OwnedFd) -> Result<u64, Error> {
@@ -323,7 +337,7 @@ fn read_count(fd: &OwnedFd) -> Result<u64, Error> {
 }
 
 /// The message for a failed `perf_event_open`.
-fn attach_error(e: io::Error, path: &Path, site: &Site, target: Target) -> Error {
+pub(crate) fn attach_error(e: io::Error, path: &Path, site: &Site, target: Target) -> Error {
     match e.raw_os_error() {
         Some(libc::EACCES | libc::EPERM) => Error::NotPermitted(
             "attaching uprobes is not permitted: run as root, or with CAP_PERFMON and CAP_SYS_ADMIN".into(),

@@ -43,6 +43,9 @@ mod error;
 mod glob;
 mod note;
 mod process;
+mod record;
+mod ring;
+mod sample;
 
 pub use arg::{parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, MAX_ARGS, MAX_ARGS_TEXT};
 pub use attach::{
@@ -59,4 +62,6 @@ pub use process::{
     load_bias, process_alive, process_exe, read_maps, read_process, read_semaphore, MappedObject,
     Mapping,
 };
+pub use record::{Recorder, Recording};
+pub use sample::{Hit, Sampler, Value, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX};
 pub use usdt_runtime::{KernelFeatures, SiteLayout, UprobeSyscall};

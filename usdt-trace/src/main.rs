@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+mod trace_cmd;
+
 use usdt_trace::{
     auto_attach_words, closest, glob_match, process_alive, read_file_probes, read_process,
     read_semaphore, resolve_program, shared_libraries, AttachPoint, ElfProbes, Error,
@@ -21,6 +23,8 @@ usage:
   usdt list [--sites] BINARY
   usdt list [--sites] -p PID
   usdt count [--interval N] [--attach auto|nop|next] [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
+  usdt trace [--str PROBE-GLOB:N]... [--json] [--limit N] [--attach auto|nop|next]
+             [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
 
 PROBE-GLOB matches provider:name, with * and ? ('http:*'); none means every probe.";
 
@@ -42,6 +46,7 @@ fn run(args: Vec<OsString>) -> Result<i32, Error> {
         "features" if rest.is_empty() => features(),
         "list" => list(rest),
         "count" => count(rest),
+        "trace" => trace_cmd::trace(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(0)
@@ -103,9 +108,23 @@ struct Opts {
     attach: AttachPoint,
     operands: Vec<String>,
     command: Vec<OsString>,
+    /// `trace --str`: probe glob and argument index.
+    strings: Vec<(String, usize)>,
+    json: bool,
+    limit: Option<u64>,
 }
 
-fn parse_opts(args: &[OsString], count: bool) -> Result<Opts, Error> {
+/// Which command the options are for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cmd {
+    List,
+    Count,
+    Trace,
+}
+
+fn parse_opts(args: &[OsString], cmd: Cmd) -> Result<Opts, Error> {
+    let count = cmd != Cmd::List;
+    let trace = cmd == Cmd::Trace;
     let usage = || Error::Invalid(USAGE.into());
     let mut opts = Opts::default();
     let mut it = args.iter();
@@ -128,7 +147,21 @@ fn parse_opts(args: &[OsString], count: bool) -> Result<Opts, Error> {
                 opts.pid = Some(pid);
             }
             "--sites" if !count => opts.sites = true,
-            "--interval" | "-i" if count => {
+            "--str" if trace => {
+                let v = value("--str")?;
+                opts.strings.push(parse_str_option(&v)?);
+            }
+            "--json" if trace => opts.json = true,
+            "--limit" if trace => {
+                let v = value("--limit")?;
+                let n = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "the limit is a positive number of hits, not \"{v}\""
+                    ))
+                })?;
+                opts.limit = Some(n);
+            }
+            "--interval" | "-i" if count && !trace => {
                 let v = value("--interval")?;
                 let secs: f64 = v
                     .parse()
@@ -152,8 +185,23 @@ fn parse_opts(args: &[OsString], count: bool) -> Result<Opts, Error> {
     Ok(opts)
 }
 
+/// `PROBE-GLOB:N`, split at the last colon.
+fn parse_str_option(v: &str) -> Result<(String, usize), Error> {
+    let bad = || {
+        Error::Invalid(format!(
+            "--str takes PROBE-GLOB:N, such as 'http:request_start:1', not \"{v}\""
+        ))
+    };
+    let (glob, n) = v.rsplit_once(':').ok_or_else(bad)?;
+    let n: usize = n.parse().map_err(|_| bad())?;
+    if !glob.contains(':') || n >= usdt_trace::MAX_ARGS {
+        return Err(bad());
+    }
+    Ok((glob.into(), n))
+}
+
 fn list(args: &[OsString]) -> Result<i32, Error> {
-    let opts = parse_opts(args, false)?;
+    let opts = parse_opts(args, Cmd::List)?;
     match (opts.pid, opts.operands.as_slice()) {
         (Some(pid), []) => list_process(pid, opts.sites),
         (None, [binary]) => {
@@ -275,7 +323,7 @@ fn catch_signals() {
 }
 
 fn count(args: &[OsString]) -> Result<i32, Error> {
-    let opts = parse_opts(args, true)?;
+    let opts = parse_opts(args, Cmd::Count)?;
     match (opts.pid, opts.command.is_empty()) {
         (Some(pid), true) => count_process(pid, &opts),
         (None, false) => count_command(&opts),

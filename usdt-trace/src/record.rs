@@ -1,0 +1,178 @@
+//! Recording the probe hits of a command, for tests: "this probe fired with
+//! these arguments".
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
+use crate::glob::glob_match;
+use crate::note::read_file_probes;
+use crate::sample::{Hit, Sampler, Value};
+use crate::{AttachPoint, Error, Target};
+
+/// Runs a command with sampling uprobes on its probes (and those of the
+/// shared libraries it links) from its first instruction to its exit.
+///
+/// ```no_run
+/// use usdt_trace::Recorder;
+///
+/// let run = Recorder::new("target/debug/examples/traced")
+///     .args(["2", "0", "0"])
+///     .probes("traced:eager")
+///     .run()?;
+/// run.assert_fired("traced:eager", &[1u64.into(), (-1i32).into()]);
+/// assert_eq!(run.of("traced:eager").count(), 2);
+/// # Ok::<(), usdt_trace::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    program: PathBuf,
+    args: Vec<OsString>,
+    globs: Vec<String>,
+    strings: Vec<(String, usize)>,
+    point: AttachPoint,
+}
+
+/// What a recorded command did.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// Every hit, in time order.
+    pub hits: Vec<Hit>,
+    /// Samples lost because a ring buffer was full (0 unless the command
+    /// fired faster than they could be read).
+    pub lost: u64,
+    /// How the command ended.
+    pub status: ExitStatus,
+}
+
+impl Recorder {
+    /// A recorder for `program` (a path, or a name looked up in `PATH`).
+    pub fn new(program: impl Into<PathBuf>) -> Recorder {
+        Recorder {
+            program: program.into(),
+            args: vec![],
+            globs: vec![],
+            strings: vec![],
+            point: AttachPoint::Auto,
+        }
+    }
+
+    /// The command's arguments.
+    pub fn args<I, S>(mut self, args: I) -> Recorder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Records only probes matching `glob` (`provider:name` with `*`, `?`);
+    /// may be given several times. None means every probe.
+    pub fn probes(mut self, glob: &str) -> Recorder {
+        self.globs.push(glob.into());
+        self
+    }
+
+    /// Reads argument `index` of the probes matching `glob` as a string.
+    pub fn string_arg(mut self, glob: &str, index: usize) -> Recorder {
+        self.strings.push((glob.into(), index));
+        self
+    }
+
+    /// Where on each site the uprobe goes.
+    pub fn attach_point(mut self, point: AttachPoint) -> Recorder {
+        self.point = point;
+        self
+    }
+
+    /// Runs the command to its end (its output passes through) and returns
+    /// its hits.
+    pub fn run(&self) -> Result<Recording, Error> {
+        let program = resolve_program(&self.program)?;
+        let program = std::fs::canonicalize(&program).unwrap_or(program);
+        let mut objects = vec![(program.clone(), read_file_probes(&program)?.sites)];
+        for lib in shared_libraries(&program) {
+            if let Ok(probes) = read_file_probes(&lib) {
+                objects.push((lib, probes.sites));
+            }
+        }
+        let wanted =
+            |probe: &str| self.globs.is_empty() || self.globs.iter().any(|g| glob_match(g, probe));
+        let mut sampler = Sampler::new(self.point).inherit(true);
+        for (glob, index) in &self.strings {
+            sampler = sampler.string_arg(glob, *index);
+        }
+        let mut child = PausedCommand::spawn(&program, &self.args)?;
+        for (path, sites) in &objects {
+            let sites = sites.iter().filter(|s| wanted(&s.probe()));
+            if let Err(e) = sampler.attach(path, sites, Target::Pid(child.pid())) {
+                child.kill();
+                return Err(e);
+            }
+        }
+        if sampler.site_count() == 0 {
+            child.kill();
+            return Err(Error::Invalid(format!(
+                "no probe of {} matches {}",
+                program.display(),
+                self.globs.join(" ")
+            )));
+        }
+        child.start()?;
+        let mut hits = vec![];
+        let status = loop {
+            sampler.poll(Duration::from_millis(20), |h| hits.push(h))?;
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+        };
+        sampler.drain(|h| hits.push(h));
+        Ok(Recording {
+            hits,
+            lost: sampler.lost(),
+            status,
+        })
+    }
+}
+
+impl Recording {
+    /// The hits of `probe` (`provider:name`), in time order.
+    pub fn of<'a>(&'a self, probe: &'a str) -> impl Iterator<Item = &'a Hit> + 'a {
+        self.hits.iter().filter(move |h| h.is(probe))
+    }
+
+    /// The arguments of every hit of `probe`, in time order.
+    pub fn args_of(&self, probe: &str) -> Vec<Vec<Value>> {
+        self.of(probe).map(|h| h.args.clone()).collect()
+    }
+
+    /// Whether `probe` fired at least once with exactly `args`.
+    pub fn fired(&self, probe: &str, args: &[Value]) -> bool {
+        self.of(probe).any(|h| h.args == args)
+    }
+
+    /// Panics, listing the probe's hits, unless `probe` fired at least once
+    /// with exactly `args`.
+    #[track_caller]
+    pub fn assert_fired(&self, probe: &str, args: &[Value]) {
+        if self.fired(probe, args) {
+            return;
+        }
+        let want = Hit {
+            time_ns: 0,
+            pid: 0,
+            tid: 0,
+            provider: "".into(),
+            name: "".into(),
+            args: args.to_vec(),
+        };
+        let seen: Vec<String> = self.of(probe).map(|h| format!("  {h}")).collect();
+        panic!(
+            "{probe} did not fire with {want}; its {} hits were:\n{}",
+            seen.len(),
+            seen.join("\n")
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! The perf ring buffer: the pages the kernel writes sample and lost-sample
+//! records into, mapped from a perf event's descriptor.
+//!
+//! ```text
+//! page 0         struct perf_event_mmap_page: data_head (written by the kernel),
+//!                data_tail (written by the reader), data_offset, data_size
+//! pages 1..=2^n  the data area: records, each starting with
+//!                struct perf_event_header { u32 type; u16 misc; u16 size; },
+//!                wrapping around at its end
+//! ```
+//!
+//! The kernel never overwrites records the reader has not released (it counts
+//! them in a `PERF_RECORD_LOST` record instead), so a slow reader loses
+//! samples but never reads torn ones.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::atomic::{fence, Ordering};
+
+use crate::Error;
+
+/// `PERF_RECORD_LOST`: `{ header; u64 id; u64 lost; }`.
+pub(crate) const RECORD_LOST: u32 = 2;
+/// `PERF_RECORD_SAMPLE`: the fields the event's `sample_type` asks for.
+pub(crate) const RECORD_SAMPLE: u32 = 9;
+
+/// Offsets in `struct perf_event_mmap_page`.
+const DATA_HEAD: usize = 1024;
+const DATA_TAIL: usize = 1032;
+const DATA_OFFSET: usize = 1040;
+const DATA_SIZE: usize = 1048;
+
+/// One mapped ring buffer.
+#[derive(Debug)]
+pub(crate) struct Ring {
+    base: *mut u8,
+    len: usize,
+    data: *const u8,
+    size: u64,
+    /// A record that wraps around the end of the data area, made contiguous.
+    scratch: Vec<u8>,
+}
+
+// SAFETY: the mapping belongs to this value alone; the kernel is the only
+// other writer, and it synchronizes through data_head and data_tail.
+unsafe impl Send for Ring {}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+impl Ring {
+    /// Maps a ring buffer of `pages` data pages (rounded up to a power of two)
+    /// for the perf event `fd`.
+    pub(crate) fn map(fd: BorrowedFd<'_>, pages: usize) -> Result<Ring, Error> {
+        let pages = pages.max(1).next_power_of_two();
+        let page = page_size();
+        let len = (pages + 1) * page;
+        // SAFETY: a fresh shared mapping of a perf event's descriptor; the
+        // kernel checks the length.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            let source = io::Error::last_os_error();
+            let what = format!("mapping a {} KiB perf ring buffer", pages * page / 1024);
+            return Err(match source.raw_os_error() {
+                Some(libc::EPERM) => Error::NotPermitted(format!(
+                    "{what} is not permitted (raise perf_event_mlock_kb or run as root)"
+                )),
+                _ => Error::Os { what, source },
+            });
+        }
+        let base = base.cast::<u8>();
+        // SAFETY: page 0 is the control page; these fields are u64 at fixed
+        // offsets the kernel filled in before mmap returned.
+        let (offset, size) = unsafe {
+            (
+                std::ptr::read_volatile(base.add(DATA_OFFSET).cast::<u64>()),
+                std::ptr::read_volatile(base.add(DATA_SIZE).cast::<u64>()),
+            )
+        };
+        // Kernels before 4.1 leave both 0: the data starts at page 1.
+        let (offset, size) = match (offset, size) {
+            (0, 0) => (page as u64, (pages * page) as u64),
+            other => other,
+        };
+        Ok(Ring {
+            base,
+            len,
+            // SAFETY: data_offset lies within the mapping.
+            data: unsafe { base.add(offset as usize) },
+            size,
+            scratch: vec![],
+        })
+    }
+
+    /// The size of the data area in bytes.
+    pub(crate) fn data_size(&self) -> u64 {
+        self.size
+    }
+
+    /// Calls `each` with every record written since the last call (type and
+    /// the whole record, header included), then releases them to the kernel.
+    pub(crate) fn drain(&mut self, mut each: impl FnMut(u32, &[u8])) {
+        // SAFETY: data_head is an aligned u64 in the control page.
+        let head = unsafe { std::ptr::read_volatile(self.base.add(DATA_HEAD).cast::<u64>()) };
+        // Records up to `head` are complete once data_head is seen (the
+        // kernel's smp_wmb pairs with this).
+        fence(Ordering::Acquire);
+        // SAFETY: as above; only this reader writes data_tail.
+        let mut tail = unsafe { std::ptr::read_volatile(self.base.add(DATA_TAIL).cast::<u64>()) };
+        while head.wrapping_sub(tail) >= 8 {
+            let header = self.bytes(tail, 8).to_vec();
+            let kind = u32::from_ne_bytes(header[0..4].try_into().unwrap_or_default());
+            let size = u16::from_ne_bytes(header[6..8].try_into().unwrap_or_default()) as u64;
+            if size < 8 || size > head.wrapping_sub(tail) {
+                // Cannot happen with a sane kernel; skip what is there.
+                tail = head;
+                break;
+            }
+            each(kind, self.bytes(tail, size as usize));
+            tail = tail.wrapping_add(size);
+        }
+        // Finish reading the records before the kernel may overwrite them.
+        fence(Ordering::SeqCst);
+        // SAFETY: data_tail is an aligned u64 in the control page.
+        unsafe { std::ptr::write_volatile(self.base.add(DATA_TAIL).cast::<u64>(), tail) };
+    }
+
+    /// `len` bytes at ring position `at`, contiguous (copied into the
+    /// scratch buffer when they wrap around).
+    fn bytes(&mut self, at: u64, len: usize) -> &[u8] {
+        let start = (at % self.size) as usize;
+        let size = self.size as usize;
+        if start + len <= size {
+            // SAFETY: within the data area, which the kernel does not write
+            // between data_tail and data_head.
+            return unsafe { std::slice::from_raw_parts(self.data.add(start), len) };
+        }
+        let first = size - start;
+        self.scratch.clear();
+        // SAFETY: both parts are within the data area, as above.
+        unsafe {
+            self.scratch
+                .extend_from_slice(std::slice::from_raw_parts(self.data.add(start), first));
+            self.scratch
+                .extend_from_slice(std::slice::from_raw_parts(self.data, len - first));
+        }
+        &self.scratch
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping made in `map`.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}

@@ -1,0 +1,932 @@
+//! Sampling attach mode: every hit of a uprobe writes the user registers the
+//! note's operands name, the pid and thread id, a timestamp and (for sites
+//! that read memory) a copy of the user stack into a perf ring buffer, and
+//! [`Sampler`] decodes each probe argument from its note operand.
+//!
+//! - A register operand is read at its width and sign from the sampled
+//!   registers: exact.
+//! - An immediate (`$5`) is the note's constant: exact.
+//! - A memory operand `disp(%reg)` is read from the stack copy
+//!   (`PERF_SAMPLE_STACK_USER`: the bytes from the stack pointer upward, as
+//!   they were at the hit) when the whole value lies inside it: exact. Any
+//!   other address, including the red zone below the stack pointer where GCC
+//!   puts `sys/sdt.h` arguments of leaf functions (`-8@-16(%rsp)`), is read
+//!   from the process with `process_vm_readv` when the sample is decoded,
+//!   after the fact: racy, it may see a newer value or none (the process
+//!   exited).
+//! - A string argument (see [`Sampler::string_arg`]) is read the same way:
+//!   from the stack copy when the pointer and its NUL fall inside it (Rust
+//!   probes stage `&str` copies on the probing frame's stack, so these are
+//!   exact), otherwise from the process (racy for short-lived buffers).
+//!
+//! All sites share one ring buffer per CPU (per traced process and CPU for
+//! [`Target::Pid`]; one for the process when not inheriting). Lost samples
+//! (`PERF_RECORD_LOST`, written when a ring is full) are counted in
+//! [`Sampler::lost`], never dropped silently.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::arg::{Arg, Operand, Reg64, RegWidth};
+use crate::attach::{
+    attach_delta, attach_error, online_cpus, open_uprobe, PerfEventAttr, Uprobe, FLAG_INHERIT,
+};
+use crate::glob::glob_match;
+use crate::note::Site;
+use crate::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
+use crate::{AttachPoint, Error, KernelFeatures, Target};
+
+/// The longest string read for a string argument, in bytes (without its
+/// NUL): the same bound as the Rust probes' staged copies.
+pub const STRING_MAX: usize = 255;
+
+/// The stack bytes each sample copies by default, for sites that read memory.
+pub const DEFAULT_STACK_BYTES: u32 = 8192;
+
+/// The ring buffer data pages per traced target by default (16 MiB with
+/// 4 KiB pages), split between the CPUs when the events are per CPU.
+pub const DEFAULT_RING_PAGES: usize = 4096;
+
+/// The fewest data pages of a per-CPU ring buffer.
+const MIN_CPU_RING_PAGES: usize = 256;
+
+/// A decoded argument.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Value {
+    /// An integer, signed or unsigned as the note says (`i128` holds both
+    /// `i64` and `u64` exactly).
+    Int(i128),
+    /// A NUL-terminated string, without its NUL.
+    Str {
+        /// The bytes.
+        bytes: Vec<u8>,
+        /// Whether it went on past [`STRING_MAX`] bytes (only those were read).
+        truncated: bool,
+    },
+    /// Memory the argument points at could not be read (the address).
+    Unreadable(u64),
+}
+
+impl Value {
+    /// The integer, if this is one.
+    pub fn int(&self) -> Option<i128> {
+        match self {
+            Value::Int(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The string's bytes, if this is a string.
+    pub fn str_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Str { bytes, .. } => Some(bytes),
+            _ => None,
+        }
+    }
+}
+
+macro_rules! value_from_int {
+    ($($t:ty)*) => {$(
+        impl From<$t> for Value {
+            fn from(n: $t) -> Value {
+                Value::Int(n as i128)
+            }
+        }
+    )*};
+}
+value_from_int!(u8 u16 u32 u64 usize i8 i16 i32 i64 isize bool);
+
+impl From<char> for Value {
+    fn from(c: char) -> Value {
+        Value::Int(c as i128)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Value {
+        Value::Str {
+            bytes: s.as_bytes().to_vec(),
+            truncated: false,
+        }
+    }
+}
+
+/// Integers in decimal, strings quoted with C-style escapes (`"a\"b\n\x01"`)
+/// and `...` after a truncated one, unreadable memory as `<unreadable 0x..>`.
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // 64-bit formatting is much faster than i128's.
+            Value::Int(n) => match (i64::try_from(*n), u64::try_from(*n)) {
+                (Ok(i), _) => write!(f, "{i}"),
+                (_, Ok(u)) => write!(f, "{u}"),
+                _ => write!(f, "{n}"),
+            },
+            Value::Str { bytes, truncated } => {
+                f.write_str("\"")?;
+                for &b in bytes {
+                    match b {
+                        b'"' => f.write_str("\\\"")?,
+                        b'\\' => f.write_str("\\\\")?,
+                        b'\n' => f.write_str("\\n")?,
+                        b'\t' => f.write_str("\\t")?,
+                        b'\r' => f.write_str("\\r")?,
+                        0x20..=0x7e => write!(f, "{}", b as char)?,
+                        _ => write!(f, "\\x{b:02x}")?,
+                    }
+                }
+                f.write_str(if *truncated { "\"..." } else { "\"" })
+            }
+            Value::Unreadable(addr) => write!(f, "<unreadable {addr:#x}>"),
+        }
+    }
+}
+
+/// One probe hit with its decoded arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// When it fired: `CLOCK_MONOTONIC` nanoseconds.
+    pub time_ns: u64,
+    /// The process id.
+    pub pid: u32,
+    /// The thread id.
+    pub tid: u32,
+    /// The provider.
+    pub provider: Arc<str>,
+    /// The probe name.
+    pub name: Arc<str>,
+    /// The arguments, in note order.
+    pub args: Vec<Value>,
+}
+
+impl Hit {
+    /// `provider:name`.
+    pub fn probe(&self) -> String {
+        format!("{}:{}", self.provider, self.name)
+    }
+
+    /// Whether this is a hit of `provider:name`.
+    pub fn is(&self, probe: &str) -> bool {
+        probe.split_once(':') == Some((&self.provider, &self.name))
+    }
+}
+
+/// `arg0=V arg1=V ...`
+impl fmt::Display for Hit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, v) in self.args.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "arg{i}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// perf's x86-64 register numbers (`arch/x86/include/uapi/asm/perf_regs.h`).
+fn perf_reg(reg: Reg64) -> Option<u32> {
+    Some(match reg {
+        Reg64::Rax => 0,
+        Reg64::Rbx => 1,
+        Reg64::Rcx => 2,
+        Reg64::Rdx => 3,
+        Reg64::Rsi => 4,
+        Reg64::Rdi => 5,
+        Reg64::Rbp => 6,
+        Reg64::Rsp => 7,
+        Reg64::Rip => 8,
+        Reg64::R8 => 16,
+        Reg64::R9 => 17,
+        Reg64::R10 => 18,
+        Reg64::R11 => 19,
+        Reg64::R12 => 20,
+        Reg64::R13 => 21,
+        Reg64::R14 => 22,
+        Reg64::R15 => 23,
+        Reg64::X(_) | Reg64::Sp => return None,
+    })
+}
+const PERF_REG_SP: u32 = 7;
+
+/// How to decode the samples of one site.
+#[derive(Debug)]
+struct Plan {
+    provider: Arc<str>,
+    name: Arc<str>,
+    args: Vec<Arg>,
+    /// Which arguments are string pointers.
+    strings: Vec<bool>,
+    /// `sample_regs_user`.
+    regs_mask: u64,
+    /// `sample_stack_user` (0: no stack copy).
+    stack_bytes: u32,
+}
+
+impl Plan {
+    fn new(site: &Site, strings: Vec<bool>, stack_bytes: u32) -> Result<Plan, Error> {
+        let mut mask = 1u64 << PERF_REG_SP;
+        let mut memory = strings.iter().any(|s| *s);
+        for arg in &site.args {
+            let reg = match arg.operand {
+                Operand::Register(r) => r.reg,
+                Operand::Memory { base, .. } => {
+                    memory = true;
+                    base.reg
+                }
+                Operand::Immediate(_) => continue,
+            };
+            let n = perf_reg(reg).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "decoding the arguments of {} (aarch64 registers)",
+                    site.probe()
+                ))
+            })?;
+            mask |= 1 << n;
+        }
+        Ok(Plan {
+            provider: site.provider.as_str().into(),
+            name: site.name.as_str().into(),
+            args: site.args.clone(),
+            strings,
+            regs_mask: mask,
+            stack_bytes: if memory { stack_bytes } else { 0 },
+        })
+    }
+
+    /// The sampled value of perf register `n`.
+    fn reg(&self, regs: &[u64], n: u32) -> u64 {
+        let slot = (self.regs_mask & ((1u64 << n) - 1)).count_ones() as usize;
+        regs.get(slot).copied().unwrap_or(0)
+    }
+}
+
+/// A sample's registers and stack copy, and the process to read the rest from.
+struct Context<'a> {
+    pid: u32,
+    regs: &'a [u64],
+    sp: u64,
+    stack: &'a [u8],
+}
+
+impl Context<'_> {
+    /// `len` bytes at `addr`: from the stack copy when they lie inside it,
+    /// else from the process.
+    fn read(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
+        if let Some(bytes) = self.in_stack(addr, len) {
+            return Some(bytes.to_vec());
+        }
+        let mut buf = vec![0u8; len];
+        (read_process_memory(self.pid, addr, &mut buf) == len).then_some(buf)
+    }
+
+    fn in_stack(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        let start = usize::try_from(addr.checked_sub(self.sp)?).ok()?;
+        self.stack.get(start..start.checked_add(len)?)
+    }
+
+    /// The NUL-terminated string at `addr`, at most [`STRING_MAX`] bytes.
+    fn string(&self, addr: u64) -> Value {
+        if addr == 0 {
+            return Value::Unreadable(0);
+        }
+        let in_stack = self
+            .in_stack(addr, 1)
+            .map(|_| &self.stack[(addr - self.sp) as usize..]);
+        let bytes = match in_stack {
+            Some(s) if s.iter().take(STRING_MAX + 1).any(|b| *b == 0) => s.to_vec(),
+            _ => {
+                let mut buf = vec![0u8; STRING_MAX + 1];
+                let n = read_process_memory(self.pid, addr, &mut buf);
+                if n == 0 {
+                    return Value::Unreadable(addr);
+                }
+                buf.truncate(n);
+                buf
+            }
+        };
+        let end = bytes.iter().position(|b| *b == 0);
+        let len = end.unwrap_or(bytes.len()).min(STRING_MAX);
+        Value::Str {
+            bytes: bytes[..len].to_vec(),
+            truncated: end.is_none_or(|e| e > STRING_MAX),
+        }
+    }
+}
+
+/// Reads as much of `buf.len()` bytes at `addr` of process `pid` as is
+/// mapped; returns how many were read.
+fn read_process_memory(pid: u32, addr: u64, buf: &mut [u8]) -> usize {
+    // Split the remote range at page boundaries: the call stops at the
+    // first unreadable page and returns what it read before it.
+    const PAGE: u64 = 4096;
+    let mut remote = vec![];
+    let mut at = addr;
+    let end = addr.saturating_add(buf.len() as u64);
+    while at < end {
+        let next = ((at / PAGE) + 1).saturating_mul(PAGE).min(end);
+        remote.push(libc::iovec {
+            iov_base: at as *mut libc::c_void,
+            iov_len: (next - at) as usize,
+        });
+        at = next;
+    }
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, which is writable for its length; the
+    // remote ranges are only read, by the kernel, with the usual checks.
+    let n = unsafe {
+        libc::process_vm_readv(
+            pid as libc::pid_t,
+            &local,
+            1,
+            remote.as_ptr(),
+            remote.len() as libc::c_ulong,
+            0,
+        )
+    };
+    n.max(0) as usize
+}
+
+/// Converts the low `size` bytes of `raw` to the argument's value.
+fn int_value(raw: u64, size: u8, signed: bool) -> i128 {
+    let bits = u32::from(size.clamp(1, 8)) * 8;
+    let masked = if bits == 64 {
+        raw
+    } else {
+        raw & ((1u64 << bits) - 1)
+    };
+    if signed {
+        let shift = 64 - bits;
+        (((masked << shift) as i64) >> shift) as i128
+    } else {
+        masked as i128
+    }
+}
+
+fn decode_arg(plan: &Plan, cx: &Context<'_>, i: usize) -> Value {
+    let arg = plan.args[i];
+    let raw = match arg.operand {
+        Operand::Immediate(n) => n as u64,
+        Operand::Register(r) => {
+            let v = perf_reg(r.reg).map_or(0, |n| plan.reg(cx.regs, n));
+            match r.width {
+                RegWidth::Low8 => v & 0xff,
+                RegWidth::High8 => (v >> 8) & 0xff,
+                RegWidth::W16 => v & 0xffff,
+                RegWidth::W32 => v & 0xffff_ffff,
+                RegWidth::W64 => v,
+            }
+        }
+        Operand::Memory { base, disp } => {
+            let b = perf_reg(base.reg).map_or(0, |n| plan.reg(cx.regs, n));
+            let addr = b.wrapping_add(disp as u64);
+            match cx.read(addr, arg.size.into()) {
+                Some(bytes) => {
+                    let mut word = [0u8; 8];
+                    word[..bytes.len()].copy_from_slice(&bytes);
+                    u64::from_le_bytes(word)
+                }
+                None => return Value::Unreadable(addr),
+            }
+        }
+    };
+    let value = int_value(raw, arg.size, arg.signed);
+    if plan.strings.get(i).copied().unwrap_or(false) {
+        return cx.string(value as u64);
+    }
+    Value::Int(value)
+}
+
+/// Reads the fields of a sample record in order.
+struct Fields<'a>(&'a [u8]);
+
+impl<'a> Fields<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_ne_bytes(self.take(8)?.try_into().ok()?))
+    }
+}
+
+const SAMPLE_TID: u64 = 1 << 1;
+const SAMPLE_TIME: u64 = 1 << 2;
+const SAMPLE_REGS_USER: u64 = 1 << 12;
+const SAMPLE_STACK_USER: u64 = 1 << 13;
+const SAMPLE_IDENTIFIER: u64 = 1 << 16;
+const FLAG_DISABLED: u64 = 1 << 0;
+const FLAG_WATERMARK: u64 = 1 << 14;
+const FLAG_USE_CLOCKID: u64 = 1 << 25;
+const IOC_ENABLE: libc::c_ulong = 0x2400;
+const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+const IOC_ID: libc::c_ulong = 0x8008_2407;
+
+/// One ring buffer and the event whose descriptor it is mapped from.
+#[derive(Debug)]
+struct Slot {
+    target: Target,
+    cpu: i32,
+    owner: usize,
+    ring: Ring,
+}
+
+/// Uprobes in sampling mode: attach with [`Sampler::attach`], then collect
+/// decoded hits with [`Sampler::poll`] and [`Sampler::drain`]. Dropping it
+/// detaches every uprobe (and the kernel lowers the semaphores again).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use usdt_trace::{read_file, AttachPoint, Sampler, Target};
+///
+/// let exe = "/usr/local/bin/server";
+/// let sites = read_file(exe)?;
+/// let mut sampler = Sampler::new(AttachPoint::Auto).string_arg("http:request_start", 1);
+/// sampler.attach(exe, sites.iter().filter(|s| s.provider == "http"), Target::Pid(4242))?;
+/// loop {
+///     sampler.poll(Duration::from_millis(100), |hit| println!("{} {hit}", hit.probe()))?;
+/// }
+/// # Ok::<(), usdt_trace::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Sampler {
+    point: AttachPoint,
+    features: KernelFeatures,
+    inherit: bool,
+    ring_pages: usize,
+    stack_bytes: u32,
+    strings: Vec<(String, usize)>,
+    plans: Vec<Plan>,
+    ids: HashMap<u64, usize>,
+    fds: Vec<OwnedFd>,
+    slots: Vec<Slot>,
+    lost: u64,
+    /// Sample records read so far.
+    seen: u64,
+    pending: Vec<Hit>,
+}
+
+impl Sampler {
+    /// A sampler that attaches at `point`, using this kernel's features.
+    pub fn new(point: AttachPoint) -> Sampler {
+        Sampler {
+            point,
+            features: KernelFeatures::detect(),
+            inherit: false,
+            ring_pages: DEFAULT_RING_PAGES,
+            stack_bytes: DEFAULT_STACK_BYTES,
+            strings: vec![],
+            plans: vec![],
+            ids: HashMap::new(),
+            fds: vec![],
+            slots: vec![],
+            lost: 0,
+            seen: 0,
+            pending: vec![],
+        }
+    }
+
+    /// Also trace the threads and children a traced process starts after
+    /// attaching (then the events are per CPU, with one ring each).
+    pub fn inherit(mut self, inherit: bool) -> Sampler {
+        self.inherit = inherit;
+        self
+    }
+
+    /// The data pages of ring buffer per traced target (rounded up to a power
+    /// of two): one ring of that size, or one per CPU sharing it (at least
+    /// 256 pages each) when the events are per CPU.
+    pub fn ring_pages(mut self, pages: usize) -> Sampler {
+        self.ring_pages = pages.max(1);
+        self
+    }
+
+    /// How many bytes of user stack each sample copies, for sites with
+    /// memory operands or string arguments (rounded down to a multiple of 8;
+    /// the kernel also caps it so that a sample stays under 64 KiB).
+    pub fn stack_bytes(mut self, bytes: u32) -> Sampler {
+        self.stack_bytes = bytes & !7;
+        self
+    }
+
+    /// Reads argument `index` (from 0) of the probes matching `probe_glob`
+    /// (`provider:name`, with `*` and `?`) as a pointer to a NUL-terminated
+    /// string. Applies to sites attached afterwards.
+    pub fn string_arg(mut self, probe_glob: &str, index: usize) -> Sampler {
+        self.strings.push((probe_glob.into(), index));
+        self
+    }
+
+    /// Samples lost so far because a ring buffer was full: the kernel's
+    /// `PERF_RECORD_LOST` counts, and after [`Sampler::drain`] also the hits
+    /// the events counted for which no sample arrived (the kernel writes a
+    /// lost record only when a later sample finds room, which may never
+    /// come).
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// How many sites are attached.
+    pub fn site_count(&self) -> usize {
+        self.plans.len()
+    }
+
+    /// Attaches one sampling uprobe per site of the file at `path` (per CPU
+    /// when inheriting or for [`Target::AllProcesses`]). Either every site is
+    /// attached or, on error, none of them.
+    pub fn attach<'a>(
+        &mut self,
+        path: impl AsRef<Path>,
+        sites: impl IntoIterator<Item = &'a Site>,
+        target: Target,
+    ) -> Result<(), Error> {
+        let path = path.as_ref();
+        let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+            Error::Invalid(format!("the path {} contains a NUL byte", path.display()))
+        })?;
+        let cpus = match target {
+            Target::Pid(_) if !self.inherit => vec![-1],
+            _ => online_cpus(),
+        };
+        let (plans_before, fds_before, slots_before) =
+            (self.plans.len(), self.fds.len(), self.slots.len());
+        let result = self.attach_sites(path, &c_path, sites, target, &cpus);
+        if result.is_err() {
+            self.slots.truncate(slots_before);
+            self.fds.truncate(fds_before);
+            self.plans.truncate(plans_before);
+            self.ids.retain(|_, plan| *plan < plans_before);
+            return result;
+        }
+        for fd in &self.fds[fds_before..] {
+            // SAFETY: enabling an open perf event; no pointer argument.
+            unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ENABLE, 0) };
+        }
+        Ok(())
+    }
+
+    fn attach_sites<'a>(
+        &mut self,
+        path: &Path,
+        c_path: &CString,
+        sites: impl IntoIterator<Item = &'a Site>,
+        target: Target,
+        cpus: &[i32],
+    ) -> Result<(), Error> {
+        for site in sites {
+            let delta = attach_delta(site, self.point, &self.features)?;
+            let location = site.location_offset.ok_or_else(|| {
+                Error::Invalid(format!(
+                    "probe {} at {:#x} is not in a loaded part of {}",
+                    site.probe(),
+                    site.location,
+                    path.display()
+                ))
+            })?;
+            let probe = site.probe();
+            let strings = (0..site.args.len())
+                .map(|i| {
+                    self.strings
+                        .iter()
+                        .any(|(g, n)| *n == i && glob_match(g, &probe))
+                })
+                .collect();
+            let plan = Plan::new(site, strings, self.stack_bytes)?;
+            let uprobe = Uprobe {
+                path: c_path,
+                offset: location + delta,
+                ref_ctr_offset: site.semaphore_offset,
+            };
+            for &cpu in cpus {
+                let fd = self
+                    .open(&uprobe, &plan, target, cpu)
+                    .map_err(|e| attach_error(e, path, site, target))?;
+                self.ids.insert(event_id(&fd)?, self.plans.len());
+                self.fds.push(fd);
+                self.route(target, cpu)?;
+            }
+            self.plans.push(plan);
+        }
+        Ok(())
+    }
+
+    fn open(
+        &self,
+        uprobe: &Uprobe<'_>,
+        plan: &Plan,
+        target: Target,
+        cpu: i32,
+    ) -> io::Result<OwnedFd> {
+        open_uprobe(
+            &self.features,
+            uprobe,
+            target,
+            cpu,
+            |attr: &mut PerfEventAttr| {
+                attr.sample_period = 1;
+                attr.sample_type = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_REGS_USER;
+                attr.sample_regs_user = plan.regs_mask;
+                attr.flags |= FLAG_DISABLED | FLAG_USE_CLOCKID;
+                attr.clockid = libc::CLOCK_MONOTONIC;
+                if self.inherit {
+                    attr.flags |= FLAG_INHERIT;
+                }
+                if plan.stack_bytes > 0 {
+                    attr.sample_type |= SAMPLE_STACK_USER;
+                    attr.sample_stack_user = plan.stack_bytes;
+                    // Memory outside the stack copy is read after the fact: wake
+                    // the reader at every sample to keep that window short.
+                    attr.wakeup_events = 1;
+                } else {
+                    // Otherwise wake it when a quarter of the ring is full.
+                    attr.flags |= FLAG_WATERMARK;
+                    attr.wakeup_events = 1 << 20;
+                }
+            },
+        )
+    }
+
+    /// Sends the newest event's samples to the ring of its target and CPU,
+    /// mapping that ring from it if there is none yet.
+    fn route(&mut self, target: Target, cpu: i32) -> Result<(), Error> {
+        let index = self.fds.len() - 1;
+        let fd = &self.fds[index];
+        if let Some(slot) = self
+            .slots
+            .iter()
+            .find(|s| s.target == target && s.cpu == cpu)
+        {
+            let owner = self.fds[slot.owner].as_raw_fd();
+            // SAFETY: both are open perf events; the argument is a descriptor.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, owner) } < 0 {
+                return Err(Error::Os {
+                    what: "sharing a perf ring buffer".into(),
+                    source: io::Error::last_os_error(),
+                });
+            }
+            return Ok(());
+        }
+        let pages = match cpu {
+            -1 => self.ring_pages,
+            _ => (self.ring_pages / online_cpus().len().max(1)).max(MIN_CPU_RING_PAGES),
+        };
+        let ring = Ring::map(fd.as_fd(), pages)?;
+        self.slots.push(Slot {
+            target,
+            cpu,
+            owner: index,
+            ring,
+        });
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for a ring buffer to fill past its watermark,
+    /// then decodes what the rings hold; calls `each` per hit in time order.
+    /// Hits newer than the moment the rings were read are held back for the
+    /// next call, so that hits from different CPUs come out in order.
+    /// Returns how many hits were passed on.
+    pub fn poll(&mut self, timeout: Duration, each: impl FnMut(Hit)) -> Result<usize, Error> {
+        let mut fds: Vec<libc::pollfd> = self
+            .slots
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: self.fds[s.owner].as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` is a valid array of pollfd of the stated length.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(Error::Os {
+                    what: "waiting for samples".into(),
+                    source: e,
+                });
+            }
+        }
+        Ok(self.collect(false, each))
+    }
+
+    /// Decodes everything the rings hold now, held-back hits included, and
+    /// calls `each` per hit in time order (use it once the traced process
+    /// has exited). Returns how many hits were passed on.
+    pub fn drain(&mut self, each: impl FnMut(Hit)) -> usize {
+        let n = self.collect(true, each);
+        // Every hit counts, sampled or not; inherited events add theirs when
+        // their task exits.
+        let counted = self
+            .fds
+            .iter()
+            .map(|fd| read_count(fd).unwrap_or(0))
+            .fold(0u64, u64::wrapping_add);
+        self.lost = self.lost.max(counted.saturating_sub(self.seen));
+        n
+    }
+
+    fn collect(&mut self, all: bool, mut each: impl FnMut(Hit)) -> usize {
+        let cutoff = monotonic_ns();
+        let Sampler {
+            slots,
+            plans,
+            ids,
+            lost,
+            seen,
+            pending,
+            ..
+        } = self;
+        for slot in slots.iter_mut() {
+            slot.ring.drain(|kind, record| match kind {
+                RECORD_SAMPLE => {
+                    *seen += 1;
+                    if let Some(hit) = decode_sample(plans, ids, record) {
+                        pending.push(hit);
+                    }
+                }
+                RECORD_LOST => {
+                    let mut f = Fields(&record[8..]);
+                    let _id = f.u64();
+                    *lost += f.u64().unwrap_or(0);
+                }
+                _ => {}
+            });
+        }
+        pending.sort_by_key(|h| h.time_ns);
+        let keep = if all {
+            0
+        } else {
+            pending.len() - pending.partition_point(|h| h.time_ns < cutoff)
+        };
+        let ready = pending.len() - keep;
+        for hit in pending.drain(..ready) {
+            each(hit);
+        }
+        ready
+    }
+
+    /// The size in bytes of each ring buffer's data area.
+    pub fn ring_bytes(&self) -> u64 {
+        self.slots.first().map_or(0, |s| s.ring.data_size())
+    }
+}
+
+fn event_id(fd: &OwnedFd) -> Result<u64, Error> {
+    let mut id = 0u64;
+    // SAFETY: PERF_EVENT_IOC_ID writes one u64 through the pointer.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ID, &mut id as *mut u64) } < 0 {
+        return Err(Error::Os {
+            what: "reading a perf event's id".into(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(id)
+}
+
+/// The event's count: every hit, whether its sample was written or lost.
+fn read_count(fd: &OwnedFd) -> Option<u64> {
+    let mut buf = [0u8; 8];
+    // SAFETY: `buf` is 8 writable bytes; `fd` is an open perf event.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    (n == 8).then(|| u64::from_ne_bytes(buf))
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Decodes one `PERF_RECORD_SAMPLE` (header included).
+fn decode_sample(plans: &[Plan], ids: &HashMap<u64, usize>, record: &[u8]) -> Option<Hit> {
+    let mut f = Fields(record.get(8..)?);
+    let plan = &plans[*ids.get(&f.u64()?)?];
+    let pid_tid = f.take(8)?;
+    let pid = u32::from_ne_bytes(pid_tid[0..4].try_into().ok()?);
+    let tid = u32::from_ne_bytes(pid_tid[4..8].try_into().ok()?);
+    let time_ns = f.u64()?;
+    let abi = f.u64()?;
+    let mut regs = [0u64; 64];
+    let nregs = if abi == 0 {
+        0
+    } else {
+        plan.regs_mask.count_ones() as usize
+    };
+    for r in &mut regs[..nregs] {
+        *r = f.u64()?;
+    }
+    let regs = &regs[..nregs];
+    let mut stack: &[u8] = &[];
+    if plan.stack_bytes > 0 {
+        let size = f.u64()? as usize;
+        if size > 0 {
+            let data = f.take(size)?;
+            let dyn_size = (f.u64()? as usize).min(size);
+            stack = &data[..dyn_size];
+        }
+    }
+    let cx = Context {
+        pid,
+        regs,
+        sp: plan.reg(regs, PERF_REG_SP),
+        stack,
+    };
+    let args = (0..plan.args.len())
+        .map(|i| decode_arg(plan, &cx, i))
+        .collect();
+    Some(Hit {
+        time_ns,
+        pid,
+        tid,
+        provider: plan.provider.clone(),
+        name: plan.name.clone(),
+        args,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_at_their_size_and_sign() {
+        assert_eq!(int_value(0xff, 1, true), -1);
+        assert_eq!(int_value(0x1ff, 1, false), 255);
+        assert_eq!(int_value(0x8000, 2, true), i16::MIN as i128);
+        assert_eq!(int_value(u64::MAX, 8, false), u64::MAX as i128);
+        assert_eq!(int_value(u64::MAX, 8, true), -1);
+        assert_eq!(int_value(0xffff_ffff_8000_0000, 4, true), i32::MIN as i128);
+        assert_eq!(int_value(0xdead_0000_0005, 4, false), 5);
+    }
+
+    #[test]
+    fn values_print_quoted_and_escaped() {
+        let s = Value::Str {
+            bytes: b"a\"b\\\n\x01\xff".to_vec(),
+            truncated: true,
+        };
+        assert_eq!(s.to_string(), r#""a\"b\\\n\x01\xff"..."#);
+        assert_eq!(Value::from(-5i8).to_string(), "-5");
+        assert_eq!(Value::from(u64::MAX).to_string(), "18446744073709551615");
+        assert_eq!(Value::Unreadable(16).to_string(), "<unreadable 0x10>");
+    }
+
+    #[test]
+    fn registers_come_in_mask_order() {
+        let site = Site {
+            provider: "p".into(),
+            name: "n".into(),
+            location: 0,
+            location_offset: Some(0),
+            note_base: 0,
+            stapsdt_base: None,
+            semaphore: None,
+            semaphore_offset: None,
+            args_text: String::new(),
+            args: crate::parse_args("-1@%r8 2@%ah 4@8(%rdi) 8@$7", crate::Machine::X86_64).unwrap(),
+            layout: crate::SiteLayout::NopNop5,
+            bytes: vec![],
+        };
+        let plan = Plan::new(&site, vec![false; 4], 64).unwrap();
+        // rax (for %ah), rdi, rsp and r8, in perf's order.
+        assert_eq!(plan.regs_mask, 1 | 1 << 5 | 1 << 7 | 1 << 16);
+        assert_eq!(plan.stack_bytes, 64);
+        let stack = [0u8, 0, 0, 0, 0, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff];
+        let regs = [0x1234, 0x1000, 0x1000, 0x80];
+        let cx = Context {
+            pid: 0,
+            regs: &regs,
+            sp: 0x1000,
+            stack: &stack,
+        };
+        let values: Vec<Value> = (0..4).map(|i| decode_arg(&plan, &cx, i)).collect();
+        assert_eq!(
+            values,
+            [
+                Value::Int(-128),
+                Value::Int(0x12),
+                Value::Int(0xffff_fffe),
+                Value::Int(7)
+            ]
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! `usdt trace`: one line per probe hit with its decoded arguments.
+
+use std::ffi::OsString;
+use std::io::{BufWriter, Stdout, Write};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use usdt_trace::{
+    process_alive, read_file_probes, read_process, resolve_program, shared_libraries, Error, Hit,
+    PausedCommand, Sampler, Target, Value,
+};
+
+use crate::{
+    absolute, catch_signals, matches, parse_opts, read_probes_of, select, Cmd, Objects, Opts,
+    INTERRUPTED, USAGE,
+};
+
+pub(crate) fn trace(args: &[OsString]) -> Result<i32, Error> {
+    let opts = parse_opts(args, Cmd::Trace)?;
+    match (opts.pid, opts.command.is_empty()) {
+        (Some(pid), true) => trace_process(pid, &opts),
+        (None, false) => trace_command(&opts),
+        _ => Err(Error::Invalid(USAGE.into())),
+    }
+}
+
+fn sampler(opts: &Opts) -> Sampler {
+    let mut sampler = Sampler::new(opts.attach);
+    for (glob, n) in &opts.strings {
+        sampler = sampler.string_arg(glob, *n);
+    }
+    sampler
+}
+
+/// Each `--str` must name an argument of some traced probe.
+fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), Error> {
+    for (glob, n) in &opts.strings {
+        let probes: Vec<_> = objects
+            .iter()
+            .flat_map(|(_, sites)| sites)
+            .filter(|s| matches(&opts.operands, s) && usdt_trace::glob_match(glob, &s.probe()))
+            .collect();
+        let Some(first) = probes.first() else {
+            return Err(Error::Invalid(format!(
+                "--str {glob}:{n} matches no traced probe"
+            )));
+        };
+        if !probes.iter().any(|s| s.args.len() > *n) {
+            return Err(Error::Invalid(format!(
+                "--str {glob}:{n} names argument {n}, but {} has {} arguments (counted from 0)",
+                first.probe(),
+                first.args.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn attach_all(
+    sampler: &mut Sampler,
+    objects: &Objects,
+    globs: &[String],
+    pid: u32,
+) -> Result<(), Error> {
+    for (path, sites) in objects {
+        let sites = sites.iter().filter(|s| matches(globs, s));
+        sampler.attach(path, sites, Target::Pid(pid))?;
+    }
+    Ok(())
+}
+
+/// Attaches to a running process until it exits, Ctrl-C or the limit.
+fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
+    let objects: Objects = read_process(pid)?
+        .into_iter()
+        .filter_map(|o| Some((o.open_path, o.probes.ok()?.sites)))
+        .collect();
+    let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
+    check_strings(&objects, opts)?;
+    let mut sampler = sampler(opts);
+    attach_all(&mut sampler, &objects, &opts.operands, pid)?;
+    catch_signals();
+    eprintln!("usdt: tracing {matched} sites of process {pid}; Ctrl-C stops");
+    let mut out = Output::new(opts);
+    follow(&mut sampler, &mut out, || Ok(process_alive(pid)))?;
+    report_lost(&sampler);
+    Ok(0)
+}
+
+/// Starts a command with the uprobes in place; returns its exit code.
+fn trace_command(opts: &Opts) -> Result<i32, Error> {
+    let program = absolute(&resolve_program(Path::new(&opts.command[0]))?);
+    let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
+    for lib in shared_libraries(&program) {
+        if let Ok(probes) = read_file_probes(&lib) {
+            objects.push((lib, probes.sites));
+        }
+    }
+    select(&objects, &opts.operands, &program.display().to_string())?;
+    check_strings(&objects, opts)?;
+    let mut sampler = sampler(opts).inherit(true);
+    let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
+    if let Err(e) = attach_all(&mut sampler, &objects, &opts.operands, child.pid()) {
+        child.kill();
+        return Err(e);
+    }
+    catch_signals();
+    child.start()?;
+    let mut out = Output::new(opts);
+    let mut status = None;
+    follow(&mut sampler, &mut out, || {
+        status = child.try_wait()?;
+        Ok(status.is_none())
+    })?;
+    report_lost(&sampler);
+    // After --limit: detach and let the command finish untraced.
+    drop(sampler);
+    if status.is_none() && !INTERRUPTED.load(Ordering::Relaxed) {
+        status = Some(child.wait()?);
+    }
+    Ok(status.map_or(130, |s| s.shell_code()))
+}
+
+/// Prints hits until the target is gone (then everything left in the
+/// rings), Ctrl-C, or the limit.
+fn follow(
+    sampler: &mut Sampler,
+    out: &mut Output,
+    mut running: impl FnMut() -> Result<bool, Error>,
+) -> Result<(), Error> {
+    while !INTERRUPTED.load(Ordering::Relaxed) && !out.done() {
+        if !running()? {
+            sampler.drain(|hit| out.hit(&hit));
+            break;
+        }
+        sampler.poll(Duration::from_millis(50), |hit| out.hit(&hit))?;
+        out.flush();
+    }
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        sampler.drain(|hit| out.hit(&hit));
+    }
+    out.flush();
+    Ok(())
+}
+
+fn report_lost(sampler: &Sampler) {
+    let lost = sampler.lost();
+    if lost > 0 {
+        eprintln!(
+            "usdt: {lost} samples were lost because the ring buffer ({} KiB per CPU) was full",
+            sampler.ring_bytes() / 1024
+        );
+    }
+}
+
+/// Where hits go: text or JSON lines on stdout, up to the limit.
+struct Output {
+    out: BufWriter<Stdout>,
+    json: bool,
+    limit: Option<u64>,
+    printed: u64,
+    broken: bool,
+    start_ns: Option<u64>,
+    line: Vec<u8>,
+}
+
+impl Output {
+    fn new(opts: &Opts) -> Output {
+        Output {
+            out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
+            json: opts.json,
+            limit: opts.limit,
+            printed: 0,
+            broken: false,
+            start_ns: None,
+            line: Vec::with_capacity(256),
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.broken || self.limit.is_some_and(|l| self.printed >= l)
+    }
+
+    fn hit(&mut self, hit: &Hit) {
+        if self.done() {
+            return;
+        }
+        let result = if self.json {
+            self.json_line(hit)
+        } else {
+            self.text_line(hit)
+        };
+        self.printed += 1;
+        if result.is_err() {
+            self.broken = true;
+        }
+    }
+
+    /// `SECS.NANOS PID/TID provider:name arg0=V ...`, time since the first
+    /// hit; formatted by hand (a million lines a second in a debug build).
+    fn text_line(&mut self, hit: &Hit) -> std::io::Result<()> {
+        let start = *self.start_ns.get_or_insert(hit.time_ns);
+        let t = hit.time_ns.saturating_sub(start);
+        let line = &mut self.line;
+        line.clear();
+        push_uint(line, t / 1_000_000_000, 1);
+        line.push(b'.');
+        push_uint(line, t % 1_000_000_000, 9);
+        line.push(b' ');
+        push_uint(line, hit.pid.into(), 1);
+        line.push(b'/');
+        push_uint(line, hit.tid.into(), 1);
+        line.push(b' ');
+        line.extend_from_slice(hit.provider.as_bytes());
+        line.push(b':');
+        line.extend_from_slice(hit.name.as_bytes());
+        line.push(b' ');
+        for (i, arg) in hit.args.iter().enumerate() {
+            if i > 0 {
+                line.push(b' ');
+            }
+            line.extend_from_slice(b"arg");
+            push_uint(line, i as u64, 1);
+            line.push(b'=');
+            match arg {
+                Value::Int(n) if *n < 0 => {
+                    line.push(b'-');
+                    push_uint(line, n.unsigned_abs() as u64, 1);
+                }
+                Value::Int(n) if *n <= u64::MAX as i128 => push_uint(line, *n as u64, 1),
+                other => line.extend_from_slice(other.to_string().as_bytes()),
+            }
+        }
+        line.push(b'\n');
+        self.out.write_all(&self.line)
+    }
+
+    fn json_line(&mut self, hit: &Hit) -> std::io::Result<()> {
+        let args: Vec<serde_json::Value> = hit.args.iter().map(json_value).collect();
+        let line = serde_json::json!({
+            "time_ns": hit.time_ns,
+            "pid": hit.pid,
+            "tid": hit.tid,
+            "probe": hit.probe(),
+            "args": args,
+        });
+        writeln!(self.out, "{line}")
+    }
+
+    fn flush(&mut self) {
+        if self.out.flush().is_err() {
+            self.broken = true;
+        }
+    }
+}
+
+/// Integers as JSON numbers (exact: serde_json keeps 64-bit integers),
+/// strings as JSON strings (invalid UTF-8 replaced), unreadable as null.
+fn json_value(v: &Value) -> serde_json::Value {
+    match v {
+        Value::Int(n) => match (i64::try_from(*n), u64::try_from(*n)) {
+            (Ok(i), _) => i.into(),
+            (_, Ok(u)) => u.into(),
+            _ => serde_json::Value::Null,
+        },
+        Value::Str { bytes, .. } => String::from_utf8_lossy(bytes).into_owned().into(),
+        Value::Unreadable(_) => serde_json::Value::Null,
+    }
+}
+
+/// Appends `n` in decimal, zero-padded to `width` digits.
+fn push_uint(out: &mut Vec<u8>, mut n: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    while n > 0 || digits.len() - i < width {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    out.extend_from_slice(&digits[i..]);
+}
