@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{cdemo, example, Serve};
+use common::{cdemo, example, wait_for, Serve};
 use usdt_trace::{
     read_file_probes, read_process, read_semaphore, AttachPoint, Error, Site, SiteLayout, Target,
     Tracer,
@@ -134,7 +134,11 @@ fn c_probes_count_exactly_with_their_semaphore() {
             .all(|s| Some(s.offset) == s.site.location_offset));
         assert!(!serve.has_trampoline());
         drop(tracer);
-        assert_eq!(read_semaphore(serve.pid, semaphore).unwrap(), 0);
+        // The kernel lowers the semaphore as it unregisters the uprobes,
+        // which may finish a little after the descriptors are closed.
+        wait_for("the semaphore to drop to 0", || {
+            read_semaphore(serve.pid, semaphore).unwrap() == 0
+        });
         assert_eq!(serve.fire("5 3 2"), 3);
         serve.finish();
     }
