@@ -59,8 +59,8 @@ pub use note::{
     MAX_NAME, NT_STAPSDT, SITE_BYTES,
 };
 pub use process::{
-    load_bias, process_alive, process_exe, read_maps, read_process, read_semaphore, MappedObject,
-    Mapping,
+    load_bias, process_alive, process_exe, process_threads, read_maps, read_process,
+    read_semaphore, MappedObject, Mapping,
 };
 pub use record::{Recorder, Recording};
 pub use sample::{Hit, Sampler, Value, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX};

@@ -149,6 +149,17 @@ pub fn load_bias(probes: &ElfProbes, mappings: &[&Mapping]) -> Option<u64> {
     })
 }
 
+/// The thread ids of a process (`/proc/PID/task`), in ascending order.
+pub fn process_threads(pid: u32) -> Result<Vec<u32>, Error> {
+    let path = format!("/proc/{pid}/task");
+    let dir = std::fs::read_dir(&path).map_err(|e| proc_error(pid, path, e))?;
+    let mut tids: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    Ok(tids)
+}
+
 /// Reads a 2-byte semaphore at `addr` in the process's memory.
 pub fn read_semaphore(pid: u32, addr: u64) -> Result<u16, Error> {
     use std::os::unix::fs::FileExt;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
 use crate::glob::glob_match;
 use crate::note::read_file_probes;
+use crate::process::process_threads;
 use crate::sample::{Hit, Sampler, Value};
 use crate::{AttachPoint, Error, Target};
 
@@ -122,10 +123,24 @@ impl Recorder {
         }
         child.start()?;
         let mut hits = vec![];
+        let mut threads = std::collections::BTreeSet::from([child.pid()]);
         let status = loop {
             sampler.poll(Duration::from_millis(20), |h| hits.push(h))?;
             if let Some(status) = child.try_wait()? {
                 break status;
+            }
+            // A uprobe perf event samples only its own thread: attach to
+            // new threads as they appear (their hits before are not seen).
+            for tid in process_threads(child.pid()).unwrap_or_default() {
+                if threads.insert(tid) {
+                    for (path, sites) in &objects {
+                        let sites = sites.iter().filter(|s| wanted(&s.probe()));
+                        match sampler.attach(path, sites, Target::Pid(tid)) {
+                            Err(Error::NoProcess(_)) | Ok(()) => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
             }
         };
         sampler.drain(|h| hits.push(h));

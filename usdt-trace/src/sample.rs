@@ -19,8 +19,8 @@
 //!   probes stage `&str` copies on the probing frame's stack, so these are
 //!   exact), otherwise from the process (racy for short-lived buffers).
 //!
-//! All sites share one ring buffer per CPU (per traced process and CPU for
-//! [`Target::Pid`]; one for the process when not inheriting). Lost samples
+//! All sites share one ring buffer per CPU (or one per traced thread when
+//! not inheriting: the events are then per thread, on any CPU). Lost samples
 //! (`PERF_RECORD_LOST`, written when a ring is full) are counted in
 //! [`Sampler::lost`], never dropped silently.
 
@@ -436,7 +436,10 @@ const IOC_ENABLE: libc::c_ulong = 0x2400;
 const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
 const IOC_ID: libc::c_ulong = 0x8008_2407;
 
-/// One ring buffer and the event whose descriptor it is mapped from.
+/// One ring buffer and the event whose descriptor it is mapped from. A
+/// per-CPU ring takes the samples of every task on its CPU; a ring of a
+/// per-task event (CPU -1) only those of its task (the kernel's rule for
+/// `PERF_EVENT_IOC_SET_OUTPUT`).
 #[derive(Debug)]
 struct Slot {
     target: Target,
@@ -668,7 +671,7 @@ impl Sampler {
         if let Some(slot) = self
             .slots
             .iter()
-            .find(|s| s.target == target && s.cpu == cpu)
+            .find(|s| s.cpu == cpu && (cpu != -1 || s.target == target))
         {
             let owner = self.fds[slot.owner].as_raw_fd();
             // SAFETY: both are open perf events; the argument is a descriptor.

@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use usdt_trace::{
-    process_alive, read_file_probes, read_process, resolve_program, shared_libraries, Error, Hit,
-    PausedCommand, Sampler, Target, Value,
+    process_alive, process_threads, read_file_probes, read_process, resolve_program,
+    shared_libraries, Error, Hit, PausedCommand, Sampler, Target, Value,
 };
 
 use crate::{
@@ -71,6 +71,10 @@ fn attach_all(
 }
 
 /// Attaches to a running process until it exits, Ctrl-C or the limit.
+///
+/// A uprobe perf event samples only the thread it was opened for (and,
+/// inherited, the threads that thread starts later): one set of per-CPU
+/// events per thread the process has now.
 fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
     let objects: Objects = read_process(pid)?
         .into_iter()
@@ -78,14 +82,79 @@ fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
         .collect();
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     check_strings(&objects, opts)?;
-    let mut sampler = sampler(opts);
-    attach_all(&mut sampler, &objects, &opts.operands, pid)?;
+    raise_fd_limit();
+    let mut sampler = sampler(opts).inherit(true);
+    let mut threads = Threads::new(pid);
+    threads.attach_new(&mut sampler, &objects, &opts.operands)?;
     catch_signals();
-    eprintln!("usdt: tracing {matched} sites of process {pid}; Ctrl-C stops");
+    eprintln!(
+        "usdt: tracing {matched} sites of process {pid} ({} threads); Ctrl-C stops",
+        threads.seen.len()
+    );
     let mut out = Output::new(opts);
-    follow(&mut sampler, &mut out, || Ok(process_alive(pid)))?;
+    follow(&mut sampler, &mut out, |sampler| {
+        threads.attach_new(sampler, &objects, &opts.operands)?;
+        Ok(process_alive(pid))
+    })?;
     report_lost(&sampler);
     Ok(0)
+}
+
+/// The threads of a traced process: a uprobe perf event samples only the
+/// thread it was opened for, so each thread gets its own events, and threads
+/// started later get theirs when [`Threads::attach_new`] next looks (their
+/// hits before that are not seen).
+struct Threads {
+    pid: u32,
+    seen: std::collections::BTreeSet<u32>,
+}
+
+impl Threads {
+    fn new(pid: u32) -> Threads {
+        Threads {
+            pid,
+            seen: Default::default(),
+        }
+    }
+
+    /// Attaches to the threads not attached yet.
+    fn attach_new(
+        &mut self,
+        sampler: &mut Sampler,
+        objects: &Objects,
+        globs: &[String],
+    ) -> Result<(), Error> {
+        let Ok(tids) = process_threads(self.pid) else {
+            return Ok(()); // the process is gone: the caller notices
+        };
+        for tid in tids {
+            if !self.seen.insert(tid) {
+                continue;
+            }
+            match attach_all(sampler, objects, globs, tid) {
+                // A thread that ended meanwhile.
+                Err(Error::NoProcess(_)) if tid != self.pid => continue,
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Many threads times sites times CPUs is many descriptors: allow as many
+/// as the hard limit does.
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit with a valid rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }
 
 /// Starts a command with the uprobes in place; returns its exit code.
@@ -99,6 +168,7 @@ fn trace_command(opts: &Opts) -> Result<i32, Error> {
     }
     select(&objects, &opts.operands, &program.display().to_string())?;
     check_strings(&objects, opts)?;
+    raise_fd_limit();
     let mut sampler = sampler(opts).inherit(true);
     let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
     if let Err(e) = attach_all(&mut sampler, &objects, &opts.operands, child.pid()) {
@@ -109,8 +179,13 @@ fn trace_command(opts: &Opts) -> Result<i32, Error> {
     child.start()?;
     let mut out = Output::new(opts);
     let mut status = None;
-    follow(&mut sampler, &mut out, || {
+    let mut threads = Threads::new(child.pid());
+    threads.seen.insert(child.pid());
+    follow(&mut sampler, &mut out, |sampler| {
         status = child.try_wait()?;
+        if status.is_none() {
+            threads.attach_new(sampler, &objects, &opts.operands)?;
+        }
         Ok(status.is_none())
     })?;
     report_lost(&sampler);
@@ -127,10 +202,10 @@ fn trace_command(opts: &Opts) -> Result<i32, Error> {
 fn follow(
     sampler: &mut Sampler,
     out: &mut Output,
-    mut running: impl FnMut() -> Result<bool, Error>,
+    mut running: impl FnMut(&mut Sampler) -> Result<bool, Error>,
 ) -> Result<(), Error> {
     while !INTERRUPTED.load(Ordering::Relaxed) && !out.done() {
-        if !running()? {
+        if !running(sampler)? {
             sampler.drain(|hit| out.hit(&hit));
             break;
         }

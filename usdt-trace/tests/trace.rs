@@ -523,3 +523,53 @@ fn trace_errors_are_one_plain_sentence() {
         format!("process {pid} does not exist or has exited")
     );
 }
+
+/// `-p` traces every thread the process has (a uprobe perf event samples
+/// only the thread it was opened for).
+#[test]
+fn trace_a_process_with_threads() {
+    let exe = build_c("threads", &["threads.c"], &["-pthread"]);
+    let mut child = Command::new(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut program = BufReader::new(child.stdout.take().unwrap());
+    assert_eq!(read_line(&mut program), format!("ready {pid}\n"));
+    let mut usdt = Command::new(env!("CARGO_BIN_EXE_usdt"))
+        .args(["trace", "--limit", "12", "thr:hit", "-p", &pid.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = read_line(&mut BufReader::new(usdt.stderr.take().unwrap()));
+    assert!(
+        started.ends_with("(4 threads); Ctrl-C stops\n"),
+        "{started}"
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin).unwrap();
+    assert_eq!(read_line(&mut program), "done\n");
+    let out = usdt.wait_with_output().unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    // Per thread: its id and the hits in order; the main thread fires 0.
+    let mut by_thread: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words[2], "thr:hit", "{line}");
+        by_thread
+            .entry(words[1].to_string())
+            .or_default()
+            .push(words[3..].join(" "));
+    }
+    assert_eq!(by_thread.len(), 4, "{text}");
+    for (thread, hits) in &by_thread {
+        let id = &hits[0]["arg0=".len()..hits[0].find(' ').unwrap()];
+        let want: Vec<String> = (0..3).map(|i| format!("arg0={id} arg1={i}")).collect();
+        assert_eq!(hits, &want, "{thread}");
+        assert_eq!(thread == &format!("{pid}/{pid}"), id == "0", "{text}");
+    }
+}
