@@ -1,10 +1,11 @@
 //! The consumer side of `usdt`: read USDT probe notes (SystemTap SDT,
 //! `.note.stapsdt`) from ELF files and running processes, attach uprobes to
-//! their sites with `perf_event_open`, and count hits.
+//! their sites with `perf_event_open`, count hits, and sample them with every
+//! argument decoded (no BPF).
 //!
 //! This crate is for tracers, tests and operators; applications with probes
-//! depend on `usdt` only. Its binary, `usdt`, has `features`, `list` and
-//! `count` commands built on this API.
+//! depend on `usdt` only. Its binary, `usdt`, has `features`, `list`,
+//! `count` and `trace` commands built on this API.
 //!
 //! - Reading: [`read_file`] and [`read_sites`] give one [`Site`] per note, with
 //!   the Base adjustment applied, file offsets, parsed [`Arg`]uments and the
@@ -16,6 +17,12 @@
 //!   [`KernelFeatures`], with the semaphore's file offset as `ref_ctr_offset`;
 //!   dropping it detaches and the kernel lowers the semaphores again.
 //! - Starting a command with uprobes already in place: [`PausedCommand`].
+//! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
+//!   thread, time and a stack copy per hit, into a perf ring buffer) and
+//!   decodes each hit's arguments into a [`Hit`] of [`Value`]s; lost samples
+//!   are counted. [`Recorder`] runs a command under a sampler and returns a
+//!   [`Recording`] a test can assert on ("this probe fired with these
+//!   arguments").
 //!
 //! ```no_run
 //! use usdt_trace::{read_file, AttachPoint, Target, Tracer};
