@@ -1,6 +1,20 @@
 //! Shared by the integration tests: building the examples in a given build
-//! shape, running programs, and the environment tracers need.
+//! shape (`Shape`: a profile of this workspace; [`Cell`]: any profile
+//! settings, linker and target), the note checks every shape must pass,
+//! counting probe hits, running programs, and the environment tracers need.
 #![allow(dead_code)]
+
+mod cell;
+mod check;
+mod trace;
+
+// Each test uses some of these.
+#[allow(unused_imports)]
+pub use cell::{standalone_package, Cell, CELL_BINS, HOST, RELEASE};
+#[allow(unused_imports)]
+pub use check::{check_notes, expected, Expected};
+#[allow(unused_imports)]
+pub use trace::{check_redzone, check_types, count_run, redzone_run, REDZONE_HITS, TYPES_COUNTS};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -56,7 +70,7 @@ pub fn root() -> PathBuf {
 }
 
 /// The examples the tests build and trace.
-pub const EXAMPLES: [&str; 3] = ["demo", "types", "redzone"];
+pub const EXAMPLES: [&str; 4] = ["demo", "types", "redzone", "gc"];
 
 /// Builds the test examples in `shape` (once per test process) and returns the
 /// path of example `name`.

@@ -1,0 +1,187 @@
+//! Build shapes: the examples built with every listed value of opt-level,
+//! `lto`, `codegen-units`, `panic`, debug info, relocation model and linker,
+//! each value in at least one cell (not their product). In every cell:
+//!
+//! - every note of every example passes `common::check_notes` (all declared
+//!   probes and no other: the probes in code the linker removed, in
+//!   `examples/gc.rs`, have no note; Location in executable code on the site's
+//!   bytes; Base equal to `.stapsdt.base`'s address; one 2-byte-aligned
+//!   semaphore per provider probe; argument sizes, signs and registers);
+//! - the ELF type (non-PIE or PIE) and debug info are what the cell asked for;
+//! - usdt-trace's counting `Tracer` counts exactly the calls: every probe of
+//!   `types` (each of the three sites of a generic function and the five
+//!   copies of an `#[inline(always)]` helper hit once, the lazy probe's
+//!   semaphore raised by the kernel), the demo's three probes, `gc:kept`;
+//! - bpftrace attaches to every note of `gc` and counts its calls;
+//! - the red-zone check (`tests/redzone.rs`) holds at Location + 1.
+
+mod common;
+
+use common::{Cell, CELL_BINS, HOST};
+use std::collections::BTreeMap;
+use std::process::Command;
+use usdt_trace::{AttachPoint, SiteLayout};
+
+/// opt-level 0, no LTO, 16 codegen units, debug info, PIE, LLD.
+const O0: Cell = Cell {
+    name: "o0",
+    opt_level: "0",
+    lto: "false",
+    codegen_units: 16,
+    panic_abort: false,
+    debug: true,
+    non_pie: false,
+    gnu_ld: false,
+    target: HOST,
+};
+
+/// opt-level 1, thin LTO, no debug info, GNU ld.
+const O1_THIN_GNU_LD: Cell = Cell {
+    name: "o1-thin-gnu-ld",
+    opt_level: "1",
+    lto: "\"thin\"",
+    codegen_units: 16,
+    panic_abort: false,
+    debug: false,
+    non_pie: false,
+    gnu_ld: true,
+    target: HOST,
+};
+
+/// opt-level 2, one codegen unit, debug info, non-PIE, LLD.
+const O2_NON_PIE: Cell = Cell {
+    name: "o2-non-pie",
+    opt_level: "2",
+    lto: "false",
+    codegen_units: 1,
+    panic_abort: false,
+    debug: true,
+    non_pie: true,
+    gnu_ld: false,
+    target: HOST,
+};
+
+/// opt-level 3, fat LTO, one codegen unit, `panic = "abort"`, LLD.
+const O3_FAT_ABORT: Cell = Cell {
+    name: "o3-fat-abort",
+    opt_level: "3",
+    lto: "\"fat\"",
+    codegen_units: 1,
+    panic_abort: true,
+    debug: false,
+    non_pie: false,
+    gnu_ld: false,
+    target: HOST,
+};
+
+/// opt-level "s", thin LTO, `panic = "abort"`, debug info, non-PIE, GNU ld.
+const OS_THIN_NON_PIE_GNU_LD: Cell = Cell {
+    name: "os-thin-non-pie-gnu-ld",
+    opt_level: "\"s\"",
+    lto: "\"thin\"",
+    codegen_units: 16,
+    panic_abort: true,
+    debug: true,
+    non_pie: true,
+    gnu_ld: true,
+    target: HOST,
+};
+
+/// opt-level "z", fat LTO, 16 codegen units, GNU ld.
+const OZ_FAT_GNU_LD: Cell = Cell {
+    name: "oz-fat-gnu-ld",
+    opt_level: "\"z\"",
+    lto: "\"fat\"",
+    codegen_units: 16,
+    panic_abort: false,
+    debug: false,
+    non_pie: false,
+    gnu_ld: true,
+    target: HOST,
+};
+
+fn check(cell: Cell) {
+    let what = cell.describe();
+    for bin in CELL_BINS {
+        let path = cell.bin(bin);
+        let what = format!("{bin} ({what})");
+        let probes = common::check_notes(&path, &common::expected(bin), SiteLayout::NopNop5, &what);
+        // ET_EXEC for a non-PIE executable, ET_DYN for a PIE one.
+        let want = if cell.non_pie { 2 } else { 3 };
+        assert_eq!(probes.elf_type, want, "{what}: ELF type");
+        let sections = common::run_ok(Command::new("readelf").arg("-SW").arg(&path));
+        let has_debug = String::from_utf8_lossy(&sections.stdout).contains(" .debug_info ");
+        assert_eq!(has_debug, cell.debug, "{what}: .debug_info");
+    }
+
+    common::check_types(&cell.bin("types"), AttachPoint::Auto, &what);
+
+    let (out, counts) = common::count_run(&cell.bin("demo"), &["7"], AttachPoint::Nop);
+    assert!(
+        out.contains("fired 7 requests; 7 were traced at request_done"),
+        "{what}: {out}"
+    );
+    let want: BTreeMap<String, u64> = ["http:request_start", "http:request_done", "http:tick"]
+        .iter()
+        .map(|p| (p.to_string(), 7))
+        .collect();
+    assert_eq!(counts, want, "{what}: demo hits");
+
+    let gc = cell.bin("gc");
+    let (out, counts) = common::count_run(&gc, &["5"], AttachPoint::Auto);
+    assert_eq!(out, "kept 5\n", "{what}");
+    assert_eq!(
+        counts.into_iter().collect::<Vec<_>>(),
+        [("gc:kept".to_owned(), 5)]
+    );
+    bpftrace_counts_gc(&gc, &what);
+
+    common::check_redzone(&cell.bin("redzone"), &what);
+}
+
+/// bpftrace attaches to every probe of `gc` (a stale note would make it
+/// fail or patch the wrong bytes) and counts `gc:kept`.
+fn bpftrace_counts_gc(gc: &std::path::Path, what: &str) {
+    common::tracing_env();
+    let b = gc.display();
+    let out = common::run_ok(
+        Command::new("bpftrace")
+            .arg("-e")
+            .arg(format!("usdt:{b}:* {{ @[probe] = count(); }}"))
+            .arg("-c")
+            .arg(format!("{b} 4")),
+    );
+    let out = String::from_utf8_lossy(&out.stdout);
+    let hits: Vec<&str> = out.lines().filter(|l| l.starts_with("@[")).collect();
+    assert_eq!(hits, [format!("@[usdt:{b}:gc:kept]: 4")], "{what}: {out}");
+}
+
+#[test]
+fn shape_o0_debug_info_lld() {
+    check(O0);
+}
+
+#[test]
+fn shape_o1_thin_lto_gnu_ld() {
+    check(O1_THIN_GNU_LD);
+}
+
+#[test]
+fn shape_o2_one_codegen_unit_non_pie() {
+    check(O2_NON_PIE);
+}
+
+#[test]
+fn shape_o3_fat_lto_panic_abort() {
+    check(O3_FAT_ABORT);
+}
+
+#[test]
+fn shape_os_thin_lto_non_pie_gnu_ld() {
+    check(OS_THIN_NON_PIE_GNU_LD);
+}
+
+#[test]
+fn shape_oz_fat_lto_gnu_ld() {
+    check(OZ_FAT_GNU_LD);
+}
