@@ -1,7 +1,7 @@
 //! The note checks every build shape must pass: what each example declares,
 //! and every field of every note compared with it.
 
-use object::{Object, ObjectSection};
+use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::BTreeMap;
 use std::path::Path;
 use usdt_trace::{ElfProbes, Machine, Operand, SiteLayout};
@@ -143,6 +143,7 @@ pub fn check_notes(path: &Path, expected: &Expected, layout: SiteLayout, what: &
                     0
                 );
                 check_isolated(&probes.segments, addr, off, what);
+                check_semaphore_symbol(&file, addr, &site.provider, &site.name, what);
             }
             (got, want) => panic!("{what}: {probe} semaphore {got:?}, expected one: {want}"),
         }
@@ -228,4 +229,24 @@ fn check_isolated(segments: &[usdt_trace::Segment], addr: u64, off: u64, what: &
             seg.vaddr
         );
     }
+}
+
+/// The semaphore is its own 2-byte object named after its probe
+/// (`__usdt_sema.<crate>.<provider>.<name>`), when the symbol table is there.
+fn check_semaphore_symbol(file: &object::File, addr: u64, provider: &str, name: &str, what: &str) {
+    if file.symbols().next().is_none() {
+        return;
+    }
+    let suffix = format!(".{provider}.{name}");
+    let symbols: Vec<_> = file
+        .symbols()
+        .filter(|s| s.address() == addr && s.size() != 0)
+        .map(|s| (s.name().unwrap_or("").to_owned(), s.size()))
+        .collect();
+    assert!(
+        symbols
+            .iter()
+            .any(|(n, size)| n.starts_with("__usdt_sema.") && n.ends_with(&suffix) && *size == 2),
+        "{what}: {provider}:{name}: the semaphore at {addr:#x} is {symbols:?}"
+    );
 }
