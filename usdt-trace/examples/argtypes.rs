@@ -47,10 +47,13 @@ fn fire_all() {
     argtypes::signed!(i8::MAX, i16::MAX, i32::MAX, i64::MAX, -1);
     argtypes::other!(true, false, 'é', 1.5, -2.0);
     let long = "x".repeat(300);
+    // bpftrace's str() reads only resident pages: touch the literal.
+    let c_string = std::hint::black_box(c"c string");
+    std::hint::black_box(c_string.to_bytes());
     argtypes::strings!(
         "hello",
         String::from("tab\there \"quoted\""),
-        c"c string",
+        c_string,
         CString::new("owned c string").unwrap()
     );
     argtypes::strings!(&long, String::new(), c"", CString::default());

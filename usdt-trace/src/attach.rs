@@ -316,7 +316,7 @@ pub(crate) struct PerfEventAttr {
 
 const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == 112);
 pub(crate) const FLAG_INHERIT: u64 = 1 << 1;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+pub(crate) const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 
 fn read_count(fd: &OwnedFd) -> Result<u64, Error> {
     let mut buf = [0u8; 8];

@@ -53,6 +53,7 @@ mod process;
 mod record;
 mod ring;
 mod sample;
+mod tracefs;
 
 pub use arg::{parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, MAX_ARGS, MAX_ARGS_TEXT};
 pub use attach::{

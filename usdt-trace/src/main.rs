@@ -24,7 +24,7 @@ usage:
   usdt list [--sites] -p PID
   usdt count [--interval N] [--attach auto|nop|next] [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
   usdt trace [--str PROBE-GLOB:N]... [--json] [--limit N] [--attach auto|nop|next]
-             [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
+             [--no-tracefs] [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
 
 PROBE-GLOB matches provider:name, with * and ? ('http:*'); none means every probe.";
 
@@ -112,6 +112,7 @@ struct Opts {
     strings: Vec<(String, usize)>,
     json: bool,
     limit: Option<u64>,
+    no_tracefs: bool,
 }
 
 /// Which command the options are for.
@@ -152,6 +153,7 @@ fn parse_opts(args: &[OsString], cmd: Cmd) -> Result<Opts, Error> {
                 opts.strings.push(parse_str_option(&v)?);
             }
             "--json" if trace => opts.json = true,
+            "--no-tracefs" if trace => opts.no_tracefs = true,
             "--limit" if trace => {
                 let v = value("--limit")?;
                 let n = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {

@@ -33,6 +33,7 @@ pub struct Recorder {
     globs: Vec<String>,
     strings: Vec<(String, usize)>,
     point: AttachPoint,
+    kernel_fetch: bool,
 }
 
 /// What a recorded command did.
@@ -56,6 +57,7 @@ impl Recorder {
             globs: vec![],
             strings: vec![],
             point: AttachPoint::Auto,
+            kernel_fetch: true,
         }
     }
 
@@ -88,6 +90,13 @@ impl Recorder {
         self
     }
 
+    /// Whether the kernel reads memory operands and strings at the hit (see
+    /// [`Sampler::kernel_fetch`]).
+    pub fn kernel_fetch(mut self, on: bool) -> Recorder {
+        self.kernel_fetch = on;
+        self
+    }
+
     /// Runs the command to its end (its output passes through) and returns
     /// its hits.
     pub fn run(&self) -> Result<Recording, Error> {
@@ -101,7 +110,9 @@ impl Recorder {
         }
         let wanted =
             |probe: &str| self.globs.is_empty() || self.globs.iter().any(|g| glob_match(g, probe));
-        let mut sampler = Sampler::new(self.point).inherit(true);
+        let mut sampler = Sampler::new(self.point)
+            .inherit(true)
+            .kernel_fetch(self.kernel_fetch);
         for (glob, index) in &self.strings {
             sampler = sampler.string_arg(glob, *index);
         }

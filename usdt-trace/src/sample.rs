@@ -28,19 +28,21 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::arg::{Arg, Operand, Reg64, RegWidth};
 use crate::attach::{
     attach_delta, attach_error, online_cpus, open_uprobe, PerfEventAttr, Uprobe, FLAG_INHERIT,
+    PERF_FLAG_FD_CLOEXEC,
 };
 use crate::glob::glob_match;
 use crate::note::Site;
 use crate::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
+use crate::tracefs::{data_loc_string, DynEvent, Field};
 use crate::{AttachPoint, Error, KernelFeatures, Target};
 
 /// The longest string read for a string argument, in bytes (without its
@@ -228,6 +230,16 @@ struct Plan {
     regs_mask: u64,
     /// `sample_stack_user` (0: no stack copy).
     stack_bytes: u32,
+    /// Read by the kernel at the hit (a tracefs uprobe event): where each
+    /// value and string is in the raw record.
+    raw: Option<RawPlan>,
+}
+
+/// The fields of a tracefs uprobe event's raw record, per argument.
+#[derive(Clone, Debug)]
+struct RawPlan {
+    values: Vec<Option<Field>>,
+    strings: Vec<Option<Field>>,
 }
 
 impl Plan {
@@ -258,6 +270,7 @@ impl Plan {
             strings,
             regs_mask: mask,
             stack_bytes: if memory { stack_bytes } else { 0 },
+            raw: None,
         })
     }
 
@@ -407,6 +420,52 @@ fn decode_arg(plan: &Plan, cx: &Context<'_>, i: usize) -> Value {
     Value::Int(value)
 }
 
+/// Decodes argument `i` from a tracefs event's raw record.
+fn decode_raw_arg(plan: &Plan, raw: &RawPlan, data: &[u8], pid: u32, i: usize) -> Value {
+    let arg = plan.args[i];
+    let value = match (arg.operand, raw.values[i]) {
+        (Operand::Immediate(n), _) => n as u64,
+        (operand, Some(field)) => {
+            let Some(bytes) = data.get(field.offset..field.offset + field.size.min(8)) else {
+                return Value::Unreadable(0);
+            };
+            let mut word = [0u8; 8];
+            word[..bytes.len()].copy_from_slice(bytes);
+            let v = u64::from_le_bytes(word);
+            match operand {
+                Operand::Register(r) => match r.width {
+                    RegWidth::Low8 => v & 0xff,
+                    RegWidth::High8 => (v >> 8) & 0xff,
+                    RegWidth::W16 => v & 0xffff,
+                    RegWidth::W32 => v & 0xffff_ffff,
+                    RegWidth::W64 => v,
+                },
+                _ => v,
+            }
+        }
+        (_, None) => return Value::Unreadable(0),
+    };
+    let value = int_value(value, arg.size, arg.signed);
+    if !plan.strings.get(i).copied().unwrap_or(false) {
+        return Value::Int(value);
+    }
+    let ptr = value as u64;
+    match raw.strings[i].and_then(|f| data_loc_string(data, f)) {
+        Some(bytes) => Value::Str {
+            bytes: bytes[..bytes.len().min(STRING_MAX)].to_vec(),
+            truncated: bytes.len() > STRING_MAX,
+        },
+        // The kernel does not fault pages in: read what it could not.
+        None => Context {
+            pid,
+            regs: &[],
+            sp: 0,
+            stack: &[],
+        }
+        .string(ptr),
+    }
+}
+
 /// Reads the fields of a sample record in order.
 struct Fields<'a>(&'a [u8]);
 
@@ -428,6 +487,8 @@ const SAMPLE_TID: u64 = 1 << 1;
 const SAMPLE_TIME: u64 = 1 << 2;
 const SAMPLE_REGS_USER: u64 = 1 << 12;
 const SAMPLE_STACK_USER: u64 = 1 << 13;
+const SAMPLE_RAW: u64 = 1 << 10;
+const PERF_TYPE_TRACEPOINT: u32 = 2;
 const SAMPLE_IDENTIFIER: u64 = 1 << 16;
 const FLAG_DISABLED: u64 = 1 << 0;
 const FLAG_WATERMARK: u64 = 1 << 14;
@@ -475,8 +536,13 @@ pub struct Sampler {
     strings: Vec<(String, usize)>,
     plans: Vec<Plan>,
     ids: HashMap<u64, usize>,
-    fds: Vec<OwnedFd>,
+    kernel_fetch: bool,
+    tracepoints: HashMap<(PathBuf, u64), Option<(u64, RawPlan)>>,
+    // Dropped in this order: unmap the rings, close the events, then remove
+    // the tracefs events they used.
     slots: Vec<Slot>,
+    fds: Vec<OwnedFd>,
+    dyn_events: Vec<DynEvent>,
     lost: u64,
     /// Sample records read so far.
     seen: u64,
@@ -495,8 +561,11 @@ impl Sampler {
             strings: vec![],
             plans: vec![],
             ids: HashMap::new(),
-            fds: vec![],
+            kernel_fetch: true,
+            tracepoints: HashMap::new(),
             slots: vec![],
+            fds: vec![],
+            dyn_events: vec![],
             lost: 0,
             seen: 0,
             pending: vec![],
@@ -531,6 +600,15 @@ impl Sampler {
     /// string. Applies to sites attached afterwards.
     pub fn string_arg(mut self, probe_glob: &str, index: usize) -> Sampler {
         self.strings.push((probe_glob.into(), index));
+        self
+    }
+
+    /// Whether the kernel reads memory operands and strings at the hit,
+    /// through a tracefs uprobe event with fetch arguments (the default,
+    /// when tracefs is mounted and writable): exact. Otherwise, or when
+    /// tracefs refuses, they are read from the stack copy and the process.
+    pub fn kernel_fetch(mut self, on: bool) -> Sampler {
+        self.kernel_fetch = on;
         self
     }
 
@@ -608,16 +686,25 @@ impl Sampler {
                         .any(|(g, n)| *n == i && glob_match(g, &probe))
                 })
                 .collect();
-            let plan = Plan::new(site, strings, self.stack_bytes)?;
+            let mut plan = Plan::new(site, strings, self.stack_bytes)?;
             let uprobe = Uprobe {
                 path: c_path,
                 offset: location + delta,
                 ref_ctr_offset: site.semaphore_offset,
             };
+            let tracepoint = match plan.stack_bytes > 0 && self.kernel_fetch {
+                true => self.tracepoint(path, &uprobe, &plan),
+                false => None,
+            };
+            if let Some((_, raw)) = &tracepoint {
+                plan.raw = Some(raw.clone());
+            }
             for &cpu in cpus {
-                let fd = self
-                    .open(&uprobe, &plan, target, cpu)
-                    .map_err(|e| attach_error(e, path, site, target))?;
+                let fd = match &tracepoint {
+                    Some((id, _)) => self.open_tracepoint(*id, target, cpu),
+                    None => self.open(&uprobe, &plan, target, cpu),
+                }
+                .map_err(|e| attach_error(e, path, site, target))?;
                 self.ids.insert(event_id(&fd)?, self.plans.len());
                 self.fds.push(fd);
                 self.route(target, cpu)?;
@@ -625,6 +712,79 @@ impl Sampler {
             self.plans.push(plan);
         }
         Ok(())
+    }
+
+    /// The tracefs uprobe event for a site (made once per file offset and
+    /// shared by every thread), if tracefs takes it.
+    fn tracepoint(
+        &mut self,
+        path: &Path,
+        uprobe: &Uprobe<'_>,
+        plan: &Plan,
+    ) -> Option<(u64, RawPlan)> {
+        let key = (path.to_path_buf(), uprobe.offset);
+        if let Some(found) = self.tracepoints.get(&key) {
+            return found.clone();
+        }
+        let ref_ctr = uprobe
+            .ref_ctr_offset
+            .filter(|_| self.features.kernel_semaphores);
+        let event = DynEvent::create(path, uprobe.offset, ref_ctr, &plan.args, &plan.strings);
+        // Every value and string must have its field.
+        let complete = event.filter(|e| {
+            plan.args.iter().enumerate().all(|(i, a)| {
+                (matches!(a.operand, Operand::Immediate(_)) || e.values[i].is_some())
+                    && (!plan.strings[i] || e.strings[i].is_some())
+            })
+        });
+        let found = complete.map(|e| {
+            let raw = RawPlan {
+                values: e.values.clone(),
+                strings: e.strings.clone(),
+            };
+            let id = e.id;
+            self.dyn_events.push(e);
+            (id, raw)
+        });
+        self.tracepoints.insert(key, found.clone());
+        found
+    }
+
+    fn open_tracepoint(&self, id: u64, target: Target, cpu: i32) -> io::Result<OwnedFd> {
+        let mut attr = PerfEventAttr {
+            type_: PERF_TYPE_TRACEPOINT,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: id,
+            sample_period: 1,
+            sample_type: SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_RAW,
+            flags: FLAG_DISABLED | FLAG_USE_CLOCKID | FLAG_WATERMARK,
+            wakeup_events: 1 << 20,
+            clockid: libc::CLOCK_MONOTONIC,
+            ..PerfEventAttr::default()
+        };
+        if self.inherit {
+            attr.flags |= FLAG_INHERIT;
+        }
+        let pid = match target {
+            Target::Pid(pid) => pid as libc::pid_t,
+            Target::AllProcesses => -1,
+        };
+        // SAFETY: `attr` is a valid perf_event_attr of the size it states.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                pid,
+                cpu,
+                -1,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the kernel just returned this new descriptor; we own it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
     }
 
     fn open(
@@ -827,6 +987,21 @@ fn decode_sample(plans: &[Plan], ids: &HashMap<u64, usize>, record: &[u8]) -> Op
     let pid = u32::from_ne_bytes(pid_tid[0..4].try_into().ok()?);
     let tid = u32::from_ne_bytes(pid_tid[4..8].try_into().ok()?);
     let time_ns = f.u64()?;
+    if let Some(raw) = &plan.raw {
+        let size = u32::from_ne_bytes(f.take(4)?.try_into().ok()?) as usize;
+        let data = f.take(size)?;
+        let args = (0..plan.args.len())
+            .map(|i| decode_raw_arg(plan, raw, data, pid, i))
+            .collect();
+        return Some(Hit {
+            time_ns,
+            pid,
+            tid,
+            provider: plan.provider.clone(),
+            name: plan.name.clone(),
+            args,
+        });
+    }
     let abi = f.u64()?;
     let mut regs = [0u64; 64];
     let nregs = if abi == 0 {

@@ -26,7 +26,7 @@ pub(crate) fn trace(args: &[OsString]) -> Result<i32, Error> {
 }
 
 fn sampler(opts: &Opts) -> Sampler {
-    let mut sampler = Sampler::new(opts.attach);
+    let mut sampler = Sampler::new(opts.attach).kernel_fetch(!opts.no_tracefs);
     for (glob, n) in &opts.strings {
         sampler = sampler.string_arg(glob, *n);
     }

@@ -1,0 +1,256 @@
+//! Uprobe events defined through tracefs (`uprobe_events`) with fetch
+//! arguments: the kernel reads memory operands and strings at the moment of
+//! the hit, so values in the red zone or in memory freed right after the
+//! probe are exact. A sample carries them in its `PERF_SAMPLE_RAW` record.
+//!
+//! ```text
+//! p:usdt_PID/eN PATH:0xOFFSET(0xREFCTR) a0=%di:u64 a1=-8(%sp):s64 s2=+0(%si):string
+//! ```
+//!
+//! The event is removed again when its [`DynEvent`] is dropped (after the
+//! perf events using it are closed).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::arg::{Arg, Operand, Reg64};
+
+/// Where an argument's fetched value is in the raw record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Field {
+    /// Offset in the raw data.
+    pub(crate) offset: usize,
+    /// Size in bytes (4 for a string's `__data_loc`).
+    pub(crate) size: usize,
+}
+
+/// A dynamic uprobe event, removed on drop.
+#[derive(Debug)]
+pub(crate) struct DynEvent {
+    root: PathBuf,
+    group: String,
+    name: String,
+    /// The tracepoint id for `perf_event_open`.
+    pub(crate) id: u64,
+    /// Per argument: its value (`None` for an immediate).
+    pub(crate) values: Vec<Option<Field>>,
+    /// Per argument: its string's `__data_loc`, when read as a string.
+    pub(crate) strings: Vec<Option<Field>>,
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// The tracefs directory with `uprobe_events`, if any.
+fn root() -> Option<PathBuf> {
+    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.join("uprobe_events").exists())
+}
+
+/// tracefs's name of a 64-bit x86 register.
+fn reg_name(reg: Reg64) -> Option<&'static str> {
+    Some(match reg {
+        Reg64::Rax => "ax",
+        Reg64::Rbx => "bx",
+        Reg64::Rcx => "cx",
+        Reg64::Rdx => "dx",
+        Reg64::Rsi => "si",
+        Reg64::Rdi => "di",
+        Reg64::Rbp => "bp",
+        Reg64::Rsp => "sp",
+        Reg64::Rip => "ip",
+        Reg64::R8 => "r8",
+        Reg64::R9 => "r9",
+        Reg64::R10 => "r10",
+        Reg64::R11 => "r11",
+        Reg64::R12 => "r12",
+        Reg64::R13 => "r13",
+        Reg64::R14 => "r14",
+        Reg64::R15 => "r15",
+        Reg64::X(_) | Reg64::Sp => return None,
+    })
+}
+
+/// The fetch argument for an operand's value, without a type.
+fn fetch(operand: &Operand) -> Option<String> {
+    match operand {
+        Operand::Register(r) => Some(format!("%{}", reg_name(r.reg)?)),
+        Operand::Memory { base, disp } => Some(format!("{disp:+}(%{})", reg_name(base.reg)?)),
+        Operand::Immediate(_) => None,
+    }
+}
+
+/// The fetch arguments: `aI=` for each value (registers whole, memory at
+/// its size), `sI=+0(...):string` for each string.
+fn definition(args: &[Arg], strings: &[bool]) -> Option<Vec<String>> {
+    let mut out = vec![];
+    for (i, arg) in args.iter().enumerate() {
+        let Some(f) = fetch(&arg.operand) else {
+            if strings.get(i).copied().unwrap_or(false) {
+                return None; // a string at a constant address: not worth it
+            }
+            continue;
+        };
+        let ty = match arg.operand {
+            Operand::Memory { .. } => format!("u{}", u32::from(arg.size) * 8),
+            _ => "u64".into(),
+        };
+        out.push(format!("a{i}={f}:{ty}"));
+        if strings.get(i).copied().unwrap_or(false) {
+            out.push(format!("s{i}=+0({f}):string"));
+        }
+    }
+    Some(out)
+}
+
+impl DynEvent {
+    /// Defines a uprobe event at `offset` of `path` reading `args` (and the
+    /// strings marked in `strings`), with the semaphore at `ref_ctr`. `None`
+    /// when tracefs is missing or refuses (the caller samples registers
+    /// instead).
+    pub(crate) fn create(
+        path: &Path,
+        offset: u64,
+        ref_ctr: Option<u64>,
+        args: &[Arg],
+        strings: &[bool],
+    ) -> Option<DynEvent> {
+        let root = root()?;
+        let path = path.to_str().filter(|p| !p.contains(char::is_whitespace))?;
+        let fetches = definition(args, strings)?;
+        let group = format!("usdt_{}", std::process::id());
+        let name = format!("e{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let place = match ref_ctr {
+            Some(r) => format!("{path}:{offset:#x}({r:#x})"),
+            None => format!("{path}:{offset:#x}"),
+        };
+        let line = format!("p:{group}/{name} {place} {}\n", fetches.join(" "));
+        append(&root, &line).ok()?;
+        let mut event = DynEvent {
+            root,
+            group,
+            name,
+            id: 0,
+            values: vec![None; args.len()],
+            strings: vec![None; args.len()],
+        };
+        event.read_format()?;
+        Some(event)
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.root.join("events").join(&self.group).join(&self.name)
+    }
+
+    /// Reads the id and the fields' offsets.
+    fn read_format(&mut self) -> Option<()> {
+        let id = std::fs::read_to_string(self.dir().join("id")).ok()?;
+        self.id = id.trim().parse().ok()?;
+        let format = std::fs::read_to_string(self.dir().join("format")).ok()?;
+        for line in format.lines() {
+            let Some((name, field)) = parse_field(line) else {
+                continue;
+            };
+            let (kind, index) = name.split_at(1);
+            let Ok(i) = index.parse::<usize>() else {
+                continue;
+            };
+            match kind {
+                "a" => *self.values.get_mut(i)? = Some(field),
+                "s" => *self.strings.get_mut(i)? = Some(field),
+                _ => {}
+            }
+        }
+        Some(())
+    }
+}
+
+/// `\tfield:u64 a0;\toffset:16;\tsize:8;\tsigned:0;` -> (`a0`, field).
+fn parse_field(line: &str) -> Option<(&str, Field)> {
+    let mut parts = line.trim().split(';').map(str::trim);
+    let decl = parts.next()?.strip_prefix("field:")?;
+    let name = decl.rsplit(' ').next()?;
+    let offset = parts.next()?.strip_prefix("offset:")?.parse().ok()?;
+    let size = parts.next()?.strip_prefix("size:")?.parse().ok()?;
+    Some((name, Field { offset, size }))
+}
+
+fn append(root: &Path, line: &str) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(root.join("uprobe_events"))?;
+    file.write_all(line.as_bytes())
+}
+
+impl Drop for DynEvent {
+    fn drop(&mut self) {
+        let line = format!("-:{}/{}\n", self.group, self.name);
+        // The kernel may still hold the event for a moment after its perf
+        // events are closed (EBUSY).
+        for _ in 0..100 {
+            if append(&self.root, &line).is_ok() || !self.dir().exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
+/// A string from its `__data_loc` (offset in the low 16 bits, length with
+/// the NUL in the high 16); `None` when the kernel could not read it.
+pub(crate) fn data_loc_string(raw: &[u8], field: Field) -> Option<&[u8]> {
+    let loc = u32::from_ne_bytes(raw.get(field.offset..field.offset + 4)?.try_into().ok()?);
+    let (offset, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
+    if len == 0 {
+        return None;
+    }
+    let bytes = raw.get(offset..offset + len)?;
+    Some(bytes.strip_suffix(&[0]).unwrap_or(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{parse_args, Machine};
+
+    #[test]
+    fn definitions() {
+        let args = parse_args("-8@-8(%rsp) 8@%rdi 4@$5 -2@%r8w", Machine::X86_64).unwrap();
+        let def = definition(&args, &[false, true, false, false]).unwrap();
+        assert_eq!(
+            def,
+            [
+                "a0=-8(%sp):u64",
+                "a1=%di:u64",
+                "s1=+0(%di):string",
+                "a3=%r8:u64"
+            ]
+        );
+        let args = parse_args("8@$4096", Machine::X86_64).unwrap();
+        assert!(definition(&args, &[true]).is_none());
+    }
+
+    #[test]
+    fn fields_and_strings() {
+        let (name, f) =
+            parse_field("\tfield:__data_loc char[] s1;\toffset:24;\tsize:4;\tsigned:1;").unwrap();
+        assert_eq!(
+            (name, f),
+            (
+                "s1",
+                Field {
+                    offset: 24,
+                    size: 4
+                }
+            )
+        );
+        let mut raw = vec![0u8; 32];
+        raw[24..28].copy_from_slice(&((3u32 << 16) | 28).to_ne_bytes());
+        raw[28..31].copy_from_slice(b"hi\0");
+        assert_eq!(data_loc_string(&raw, f), Some(&b"hi"[..]));
+        raw[24..28].copy_from_slice(&28u32.to_ne_bytes());
+        assert_eq!(data_loc_string(&raw, f), None);
+    }
+}
