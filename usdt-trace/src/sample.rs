@@ -6,18 +6,22 @@
 //! - A register operand is read at its width and sign from the sampled
 //!   registers: exact.
 //! - An immediate (`$5`) is the note's constant: exact.
-//! - A memory operand `disp(%reg)` is read from the stack copy
-//!   (`PERF_SAMPLE_STACK_USER`: the bytes from the stack pointer upward, as
-//!   they were at the hit) when the whole value lies inside it: exact. Any
-//!   other address, including the red zone below the stack pointer where GCC
-//!   puts `sys/sdt.h` arguments of leaf functions (`-8@-16(%rsp)`), is read
-//!   from the process with `process_vm_readv` when the sample is decoded,
-//!   after the fact: racy, it may see a newer value or none (the process
-//!   exited).
-//! - A string argument (see [`Sampler::string_arg`]) is read the same way:
-//!   from the stack copy when the pointer and its NUL fall inside it (Rust
-//!   probes stage `&str` copies on the probing frame's stack, so these are
-//!   exact), otherwise from the process (racy for short-lived buffers).
+//! - A site with memory operands (`disp(%reg)`) or string arguments (see
+//!   [`Sampler::string_arg`]) gets, when tracefs is mounted and writable, a
+//!   uprobe event defined in `uprobe_events` whose fetch arguments make the
+//!   kernel read them at the hit (`-8(%sp):u64`, `+0(%di):string`) into the
+//!   sample's raw record: exact, including GCC's red-zone operands
+//!   (`-8@-16(%rsp)`) and strings freed right after the probe. The kernel
+//!   does not fault pages in: a string it could not read is read from the
+//!   process instead (racy).
+//! - Without tracefs (or with [`Sampler::kernel_fetch`] off), the sample
+//!   carries a copy of the stack from the stack pointer upward
+//!   (`PERF_SAMPLE_STACK_USER`): a memory operand or string inside it is read
+//!   from the copy, exact (Rust probes stage `&str` copies on the probing
+//!   frame's stack); anything else, the red zone below the stack pointer
+//!   included, is read from the process with `process_vm_readv` when the
+//!   sample is decoded, after the fact: racy, it may see a newer value or
+//!   none (the process exited).
 //!
 //! All sites share one ring buffer per CPU (or one per traced thread when
 //! not inheriting: the events are then per thread, on any CPU). Lost samples

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! The event is removed again when its [`DynEvent`] is dropped (after the
-//! perf events using it are closed).
+//! perf events using it are closed); events left behind by a `usdt` that was
+//! killed are removed by the next one.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -118,6 +119,7 @@ impl DynEvent {
         strings: &[bool],
     ) -> Option<DynEvent> {
         let root = root()?;
+        remove_stale(&root);
         let path = path.to_str().filter(|p| !p.contains(char::is_whitespace))?;
         let fetches = definition(args, strings)?;
         let group = format!("usdt_{}", std::process::id());
@@ -175,6 +177,33 @@ fn parse_field(line: &str) -> Option<(&str, Field)> {
     let offset = parts.next()?.strip_prefix("offset:")?.parse().ok()?;
     let size = parts.next()?.strip_prefix("size:")?.parse().ok()?;
     Some((name, Field { offset, size }))
+}
+
+/// Removes the events of `usdt` processes that ended without removing
+/// theirs (killed), once per process.
+fn remove_stale(root: &Path) {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        let Ok(events) = std::fs::read_to_string(root.join("uprobe_events")) else {
+            return;
+        };
+        for line in events.lines() {
+            // `p:usdt_PID/eN /path:0x...`
+            let Some(event) = line.split(' ').next().and_then(|e| e.strip_prefix("p:")) else {
+                continue;
+            };
+            let Some(pid) = event
+                .strip_prefix("usdt_")
+                .and_then(|rest| rest.split_once('/'))
+                .and_then(|(pid, _)| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = append(root, &format!("-:{event}\n"));
+            }
+        }
+    });
 }
 
 fn append(root: &Path, line: &str) -> std::io::Result<()> {
