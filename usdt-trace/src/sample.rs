@@ -261,7 +261,7 @@ impl Plan {
             };
             let n = perf_reg(reg).ok_or_else(|| {
                 Error::Unsupported(format!(
-                    "decoding the arguments of {} (aarch64 registers)",
+                    "aarch64 registers (in the arguments of {})",
                     site.probe()
                 ))
             })?;
@@ -1070,6 +1070,39 @@ mod tests {
         assert_eq!(Value::from(-5i8).to_string(), "-5");
         assert_eq!(Value::from(u64::MAX).to_string(), "18446744073709551615");
         assert_eq!(Value::Unreadable(16).to_string(), "<unreadable 0x10>");
+    }
+
+    fn site(args: &str, machine: crate::Machine) -> Site {
+        Site {
+            provider: "p".into(),
+            name: "n".into(),
+            location: 0,
+            location_offset: Some(0),
+            note_base: 0,
+            stapsdt_base: None,
+            semaphore: None,
+            semaphore_offset: None,
+            args_text: args.into(),
+            args: crate::parse_args(args, machine).unwrap(),
+            layout: crate::SiteLayout::Nop,
+            bytes: vec![],
+        }
+    }
+
+    #[test]
+    fn aarch64_arguments_are_refused_in_words() {
+        let e = Plan::new(&site("8@x0", crate::Machine::Aarch64), vec![false], 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "aarch64 registers (in the arguments of p:n) are not supported"
+        );
+        // Immediates and registers alone need no stack copy.
+        let plan = Plan::new(
+            &site("8@%rax 4@$1", crate::Machine::X86_64),
+            vec![false; 2],
+            64,
+        );
+        assert_eq!(plan.unwrap().stack_bytes, 0);
     }
 
     #[test]
