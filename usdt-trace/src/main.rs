@@ -364,7 +364,9 @@ fn count_command(opts: &Opts) -> Result<i32, Error> {
         }
     }
     select(&objects, &opts.operands, &program.display().to_string())?;
-    let mut tracer = Tracer::new(opts.attach).inherit(true);
+    // Not inherited: the kernel fails the program's fork and pthread_create
+    // (EFAULT) when it copies uprobe events into the new task.
+    let mut tracer = Tracer::new(opts.attach);
     let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
     if let Err(e) = attach(&mut tracer, &objects, &opts.operands, child.pid()) {
         child.kill();

@@ -111,7 +111,7 @@ impl Recorder {
         let wanted =
             |probe: &str| self.globs.is_empty() || self.globs.iter().any(|g| glob_match(g, probe));
         let mut sampler = Sampler::new(self.point)
-            .inherit(true)
+            .per_cpu(true)
             .kernel_fetch(self.kernel_fetch);
         for (glob, index) in &self.strings {
             sampler = sampler.string_arg(glob, *index);

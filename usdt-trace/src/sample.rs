@@ -23,8 +23,8 @@
 //!   sample is decoded, after the fact: racy, it may see a newer value or
 //!   none (the process exited).
 //!
-//! All sites share one ring buffer per CPU (or one per traced thread when
-//! not inheriting: the events are then per thread, on any CPU). Lost samples
+//! All sites share one ring buffer per CPU (with [`Sampler::per_cpu`]) or
+//! one per traced thread (the events are then per thread, on any CPU). Lost samples
 //! (`PERF_RECORD_LOST`, written when a ring is full) are counted in
 //! [`Sampler::lost`], never dropped silently.
 
@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use crate::arg::{Arg, Operand, Reg64, RegWidth};
 use crate::attach::{
-    attach_delta, attach_error, online_cpus, open_uprobe, PerfEventAttr, Uprobe, FLAG_INHERIT,
+    attach_delta, attach_error, online_cpus, open_uprobe, PerfEventAttr, Uprobe,
     PERF_FLAG_FD_CLOEXEC,
 };
 use crate::glob::glob_match;
@@ -534,7 +534,7 @@ struct Slot {
 pub struct Sampler {
     point: AttachPoint,
     features: KernelFeatures,
-    inherit: bool,
+    per_cpu: bool,
     ring_pages: usize,
     stack_bytes: u32,
     strings: Vec<(String, usize)>,
@@ -559,7 +559,7 @@ impl Sampler {
         Sampler {
             point,
             features: KernelFeatures::detect(),
-            inherit: false,
+            per_cpu: false,
             ring_pages: DEFAULT_RING_PAGES,
             stack_bytes: DEFAULT_STACK_BYTES,
             strings: vec![],
@@ -576,10 +576,19 @@ impl Sampler {
         }
     }
 
-    /// Also trace the threads and children a traced process starts after
-    /// attaching (then the events are per CPU, with one ring each).
-    pub fn inherit(mut self, inherit: bool) -> Sampler {
-        self.inherit = inherit;
+    /// Opens the events of a [`Target::Pid`] per CPU, sharing one ring per
+    /// CPU with the other threads attached, instead of one event (and one
+    /// ring) per thread: for many threads.
+    ///
+    /// A uprobe perf event samples only the thread it was opened for. The
+    /// events are never inherited by threads or children the target starts
+    /// later: the kernel would set up each inherited uprobe event again,
+    /// reading its path through a pointer into this process from the new
+    /// task, and fail the traced program's `fork` or `pthread_create` with
+    /// `EFAULT`. Attach to new threads as they appear
+    /// ([`process_threads`](crate::process_threads)).
+    pub fn per_cpu(mut self, per_cpu: bool) -> Sampler {
+        self.per_cpu = per_cpu;
         self
     }
 
@@ -631,7 +640,7 @@ impl Sampler {
     }
 
     /// Attaches one sampling uprobe per site of the file at `path` (per CPU
-    /// when inheriting or for [`Target::AllProcesses`]). Either every site is
+    /// with [`Sampler::per_cpu`] or for [`Target::AllProcesses`]). Either every site is
     /// attached or, on error, none of them.
     pub fn attach<'a>(
         &mut self,
@@ -644,7 +653,7 @@ impl Sampler {
             Error::Invalid(format!("the path {} contains a NUL byte", path.display()))
         })?;
         let cpus = match target {
-            Target::Pid(_) if !self.inherit => vec![-1],
+            Target::Pid(_) if !self.per_cpu => vec![-1],
             _ => online_cpus(),
         };
         let (plans_before, fds_before, slots_before) =
@@ -755,7 +764,7 @@ impl Sampler {
     }
 
     fn open_tracepoint(&self, id: u64, target: Target, cpu: i32) -> io::Result<OwnedFd> {
-        let mut attr = PerfEventAttr {
+        let attr = PerfEventAttr {
             type_: PERF_TYPE_TRACEPOINT,
             size: std::mem::size_of::<PerfEventAttr>() as u32,
             config: id,
@@ -766,9 +775,6 @@ impl Sampler {
             clockid: libc::CLOCK_MONOTONIC,
             ..PerfEventAttr::default()
         };
-        if self.inherit {
-            attr.flags |= FLAG_INHERIT;
-        }
         let pid = match target {
             Target::Pid(pid) => pid as libc::pid_t,
             Target::AllProcesses => -1,
@@ -809,9 +815,6 @@ impl Sampler {
                 attr.sample_regs_user = plan.regs_mask;
                 attr.flags |= FLAG_DISABLED | FLAG_USE_CLOCKID;
                 attr.clockid = libc::CLOCK_MONOTONIC;
-                if self.inherit {
-                    attr.flags |= FLAG_INHERIT;
-                }
                 if plan.stack_bytes > 0 {
                     attr.sample_type |= SAMPLE_STACK_USER;
                     attr.sample_stack_user = plan.stack_bytes;
@@ -896,7 +899,7 @@ impl Sampler {
     /// has exited). Returns how many hits were passed on.
     pub fn drain(&mut self, each: impl FnMut(Hit)) -> usize {
         let n = self.collect(true, each);
-        // Every hit counts, sampled or not; inherited events add theirs when
+        // Every hit counts, sampled or not.
         // their task exits.
         let counted = self
             .fds

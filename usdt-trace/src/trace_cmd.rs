@@ -72,9 +72,9 @@ fn attach_all(
 
 /// Attaches to a running process until it exits, Ctrl-C or the limit.
 ///
-/// A uprobe perf event samples only the thread it was opened for (and,
-/// inherited, the threads that thread starts later): one set of per-CPU
-/// events per thread the process has now.
+/// A uprobe perf event samples only the thread it was opened for: one set
+/// of per-CPU events per thread the process has, and for threads it starts
+/// later as they appear.
 fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
     let objects: Objects = read_process(pid)?
         .into_iter()
@@ -83,7 +83,7 @@ fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     check_strings(&objects, opts)?;
     raise_fd_limit();
-    let mut sampler = sampler(opts).inherit(true);
+    let mut sampler = sampler(opts).per_cpu(true);
     let mut threads = Threads::new(pid);
     threads.attach_new(&mut sampler, &objects, &opts.operands)?;
     catch_signals();
@@ -169,7 +169,7 @@ fn trace_command(opts: &Opts) -> Result<i32, Error> {
     select(&objects, &opts.operands, &program.display().to_string())?;
     check_strings(&objects, opts)?;
     raise_fd_limit();
-    let mut sampler = sampler(opts).inherit(true);
+    let mut sampler = sampler(opts).per_cpu(true);
     let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
     if let Err(e) = attach_all(&mut sampler, &objects, &opts.operands, child.pid()) {
         child.kill();

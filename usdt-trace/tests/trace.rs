@@ -561,3 +561,28 @@ fn trace_a_process_with_threads() {
         assert_eq!(thread == &format!("{pid}/{pid}"), id == "0", "{text}");
     }
 }
+
+/// A traced command may start threads and processes: `usdt trace` and
+/// `usdt count` do not inherit their uprobe events into new tasks (the
+/// kernel then failed the program's pthread_create and fork with EFAULT).
+#[test]
+fn a_traced_command_starts_threads_and_processes() {
+    let exe = build_c("spawn", &["spawn.c"], &["-pthread"]);
+    let e = exe.to_str().unwrap();
+    for command in ["trace", "count"] {
+        let out = usdt(&[command, "spawn:hit", "--", e]);
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.starts_with("pthread_create: ok\nfork: ok\n"),
+            "{command}: {text}"
+        );
+        // The main thread's hit, at least (the thread's and the child's
+        // are seen only if usdt attached to them in time).
+        let main = match command {
+            "trace" => text.lines().any(|l| l.ends_with(" spawn:hit arg0=0")),
+            _ => text.lines().any(|l| l.starts_with("spawn:hit ")),
+        };
+        assert!(main, "{command}: {text}");
+    }
+}
