@@ -124,9 +124,10 @@ impl Ring {
         // SAFETY: as above; only this reader writes data_tail.
         let mut tail = unsafe { std::ptr::read_volatile(self.base.add(DATA_TAIL).cast::<u64>()) };
         while head.wrapping_sub(tail) >= 8 {
-            let header = self.bytes(tail, 8).to_vec();
-            let kind = u32::from_ne_bytes(header[0..4].try_into().unwrap_or_default());
-            let size = u16::from_ne_bytes(header[6..8].try_into().unwrap_or_default()) as u64;
+            let mut header = [0u8; 8];
+            header.copy_from_slice(self.bytes(tail, 8));
+            let kind = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]);
+            let size = u16::from_ne_bytes([header[6], header[7]]) as u64;
             if size < 8 || size > head.wrapping_sub(tail) {
                 // Cannot happen with a sane kernel; skip what is there.
                 tail = head;
