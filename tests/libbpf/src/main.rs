@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, RingBufferBuilder, UsdtOpts};
 
+mod busy;
+
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/usdt.skel.rs"));
 }
@@ -44,11 +46,22 @@ const STRS_AT: usize = ARGS_AT + 12 * 8;
 const STR_LEN: usize = 256;
 
 fn main() -> ExitCode {
-    let Some(bin) = std::env::args_os().nth(1) else {
-        eprintln!("usage: usdt-libbpf-check BINARY (the types example)");
-        return ExitCode::from(2);
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let result = match args
+        .iter()
+        .map(|a| a.to_str())
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [Some(bin)] => run(Path::new(bin)),
+        [Some("load"), Some(bin)] => with_skel(bin, busy::load),
+        [Some("fork"), Some(bin)] => with_skel(bin, busy::fork),
+        _ => {
+            eprintln!("usage: usdt-libbpf-check [load|fork] BINARY");
+            return ExitCode::from(2);
+        }
     };
-    match run(Path::new(&bin)) {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("usdt-libbpf-check: {e}");
@@ -58,6 +71,15 @@ fn main() -> ExitCode {
 }
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn with_skel(bin: &str, check: fn(&skel::UsdtSkel<'_>, &Path) -> Result<()>) -> Result<()> {
+    let exe = std::fs::canonicalize(bin)?;
+    let mut storage = MaybeUninit::uninit();
+    let skel = skel::UsdtSkelBuilder::default()
+        .open(&mut storage)?
+        .load()?;
+    check(&skel, &exe)
+}
 
 fn run(bin: &Path) -> Result<()> {
     let exe = std::fs::canonicalize(bin)?;

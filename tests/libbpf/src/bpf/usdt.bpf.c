@@ -60,3 +60,81 @@ int on_probe(struct pt_regs *ctx)
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Counters for the load and fork checks, read by user space: hits per
+ * thread (load) or per `who` (fork) in 0..8, then the violations, then the
+ * last iteration + 1 seen per thread in 16..24. */
+#define BAD_CHECK 8
+#define BAD_ORDER 9
+#define BAD_THREAD 10
+#define ARG_ERRORS 11
+#define LAST 16
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 32);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void add(__u32 key, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &key);
+
+	if (v)
+		__sync_fetch_and_add(v, n);
+}
+
+/* Counts a hit of thread `t` at iteration `i`, whose third argument should
+ * be `want`; each thread's iterations must strictly increase. */
+static __always_inline int tally(__u64 t, __u64 i, __u64 c, __u64 want)
+{
+	__u32 key;
+	__u64 *last;
+
+	if (t >= 8) {
+		add(BAD_THREAD, 1);
+		return 0;
+	}
+	if (c != want)
+		add(BAD_CHECK, 1);
+	key = LAST + t;
+	last = bpf_map_lookup_elem(&stats, &key);
+	if (last) {
+		if (i + 1 <= *last)
+			add(BAD_ORDER, 1);
+		*last = i + 1;
+	}
+	add(t, 1);
+	return 0;
+}
+
+/* load:tick(thread, iteration, checksum(thread, iteration)), see
+ * examples/load.rs. */
+SEC("usdt")
+int on_load_tick(struct pt_regs *ctx)
+{
+	long t, i, c;
+	__u64 want;
+
+	if (bpf_usdt_arg(ctx, 0, &t) || bpf_usdt_arg(ctx, 1, &i) || bpf_usdt_arg(ctx, 2, &c)) {
+		add(ARG_ERRORS, 1);
+		return 0;
+	}
+	want = (((__u64)t << 56) ^ (__u64)i) * 0x9e3779b97f4a7c15ULL;
+	want = (want << 29) | (want >> 35);
+	return tally(t, i, c, want);
+}
+
+/* fork:tick(who, i, who << 32 | i), see examples/fork.rs. */
+SEC("usdt")
+int on_fork_tick(struct pt_regs *ctx)
+{
+	long w, i, c;
+
+	if (bpf_usdt_arg(ctx, 0, &w) || bpf_usdt_arg(ctx, 1, &i) || bpf_usdt_arg(ctx, 2, &c)) {
+		add(ARG_ERRORS, 1);
+		return 0;
+	}
+	return tally(w, i, c, ((__u64)w << 32) | (__u64)i);
+}
