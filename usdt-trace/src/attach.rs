@@ -266,16 +266,30 @@ pub(crate) fn open_uprobe(
         ..PerfEventAttr::default()
     };
     customize(&mut attr);
+    // SAFETY: the path `config1` points to lives until the call returns.
+    unsafe { perf_event_open(&attr, target, cpu) }
+}
+
+/// `perf_event_open(attr, pid of target, cpu, no group, CLOEXEC)`.
+///
+/// # Safety
+/// Every pointer in `attr` (such as a uprobe's path in `config1`) must be
+/// valid until the call returns.
+pub(crate) unsafe fn perf_event_open(
+    attr: &PerfEventAttr,
+    target: Target,
+    cpu: i32,
+) -> io::Result<OwnedFd> {
     let pid = match target {
         Target::Pid(pid) => pid as libc::pid_t,
         Target::AllProcesses => -1,
     };
     // SAFETY: `attr` is a valid perf_event_attr of the size it states, and
-    // the path it points to (config1) lives until the call returns.
+    // the caller keeps what it points to alive.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
-            &attr as *const PerfEventAttr,
+            attr as *const PerfEventAttr,
             pid,
             cpu,
             -1,

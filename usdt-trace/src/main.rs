@@ -355,14 +355,7 @@ fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
 
 /// Starts a command with the uprobes in place; returns its exit code.
 fn count_command(opts: &Opts) -> Result<i32, Error> {
-    let program = absolute(&resolve_program(Path::new(&opts.command[0]))?);
-    // The program's probes, then those of the libraries it will load.
-    let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
-    for lib in shared_libraries(&program) {
-        if let Ok(probes) = read_file_probes(&lib) {
-            objects.push((lib, probes.sites));
-        }
-    }
+    let (program, objects) = command_objects(&opts.command[0])?;
     select(&objects, &opts.operands, &program.display().to_string())?;
     // Not inherited: the kernel fails the program's fork and pthread_create
     // (EFAULT) when it copies uprobe events into the new task.
@@ -395,6 +388,19 @@ fn attach(tracer: &mut Tracer, objects: &Objects, globs: &[String], pid: u32) ->
 }
 
 /// The probes of a file, with errors that name it.
+/// The program a command runs, and the sites of the program and of the
+/// shared libraries it will load.
+fn command_objects(command: &OsString) -> Result<(PathBuf, Objects), Error> {
+    let program = absolute(&resolve_program(Path::new(command))?);
+    let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
+    for lib in shared_libraries(&program) {
+        if let Ok(probes) = read_file_probes(&lib) {
+            objects.push((lib, probes.sites));
+        }
+    }
+    Ok((program, objects))
+}
+
 fn read_probes_of(path: &Path) -> Result<ElfProbes, Error> {
     read_file_probes(path).map_err(|e| match e {
         Error::Io { .. } => e,

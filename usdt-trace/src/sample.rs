@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,8 +40,7 @@ use std::time::Duration;
 
 use crate::arg::{Arg, Operand, Reg64, RegWidth};
 use crate::attach::{
-    attach_delta, attach_error, online_cpus, open_uprobe, PerfEventAttr, Uprobe,
-    PERF_FLAG_FD_CLOEXEC,
+    attach_delta, attach_error, online_cpus, open_uprobe, perf_event_open, PerfEventAttr, Uprobe,
 };
 use crate::glob::glob_match;
 use crate::note::Site;
@@ -775,26 +774,8 @@ impl Sampler {
             clockid: libc::CLOCK_MONOTONIC,
             ..PerfEventAttr::default()
         };
-        let pid = match target {
-            Target::Pid(pid) => pid as libc::pid_t,
-            Target::AllProcesses => -1,
-        };
-        // SAFETY: `attr` is a valid perf_event_attr of the size it states.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttr,
-                pid,
-                cpu,
-                -1,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the kernel just returned this new descriptor; we own it.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+        // SAFETY: a tracepoint event's attributes point to nothing.
+        unsafe { perf_event_open(&attr, target, cpu) }
     }
 
     fn open(

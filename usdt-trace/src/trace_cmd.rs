@@ -2,18 +2,16 @@
 
 use std::ffi::OsString;
 use std::io::{BufWriter, Stdout, Write};
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use usdt_trace::{
-    process_alive, process_threads, read_file_probes, read_process, resolve_program,
-    shared_libraries, Error, Hit, PausedCommand, Sampler, Target, Value,
+    process_alive, process_threads, read_process, Error, Hit, PausedCommand, Sampler, Target, Value,
 };
 
 use crate::{
-    absolute, catch_signals, matches, parse_opts, read_probes_of, select, Cmd, Objects, Opts,
-    INTERRUPTED, USAGE,
+    catch_signals, command_objects, matches, parse_opts, select, Cmd, Objects, Opts, INTERRUPTED,
+    USAGE,
 };
 
 pub(crate) fn trace(args: &[OsString]) -> Result<i32, Error> {
@@ -159,13 +157,7 @@ fn raise_fd_limit() {
 
 /// Starts a command with the uprobes in place; returns its exit code.
 fn trace_command(opts: &Opts) -> Result<i32, Error> {
-    let program = absolute(&resolve_program(Path::new(&opts.command[0]))?);
-    let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
-    for lib in shared_libraries(&program) {
-        if let Ok(probes) = read_file_probes(&lib) {
-            objects.push((lib, probes.sites));
-        }
-    }
+    let (program, objects) = command_objects(&opts.command[0])?;
     select(&objects, &opts.operands, &program.display().to_string())?;
     check_strings(&objects, opts)?;
     raise_fd_limit();
