@@ -166,9 +166,7 @@ impl Tracer {
         target: Target,
     ) -> Result<(), Error> {
         let path = path.as_ref();
-        let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-            Error::Invalid(format!("the path {} contains a NUL byte", path.display()))
-        })?;
+        let c_path = path_cstring(path)?;
         let cpus = match target {
             Target::Pid(_) => vec![-1],
             Target::AllProcesses => online_cpus(),
@@ -232,6 +230,12 @@ impl Tracer {
             }
         })
     }
+}
+
+/// The path as the kernel takes it (`config1` of a uprobe event).
+pub(crate) fn path_cstring(path: &Path) -> Result<CString, Error> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::Invalid(format!("the path {} contains a NUL byte", path.display())))
 }
 
 /// Opens one uprobe perf event; `customize` adjusts the attributes (sampling,

@@ -33,14 +33,14 @@ use std::ffi::CString;
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::arg::{Arg, Operand, Reg64, RegWidth};
 use crate::attach::{
-    attach_delta, attach_error, online_cpus, open_uprobe, perf_event_open, PerfEventAttr, Uprobe,
+    attach_delta, attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open,
+    PerfEventAttr, Uprobe,
 };
 use crate::glob::glob_match;
 use crate::note::Site;
@@ -648,9 +648,7 @@ impl Sampler {
         target: Target,
     ) -> Result<(), Error> {
         let path = path.as_ref();
-        let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-            Error::Invalid(format!("the path {} contains a NUL byte", path.display()))
-        })?;
+        let c_path = path_cstring(path)?;
         let cpus = match target {
             Target::Pid(_) if !self.per_cpu => vec![-1],
             _ => online_cpus(),
