@@ -173,20 +173,7 @@ impl Tracer {
         };
         let mut attached = vec![];
         for site in sites {
-            let delta = attach_delta(site, self.point, &self.features)?;
-            let location = site.location_offset.ok_or_else(|| {
-                Error::Invalid(format!(
-                    "probe {} at {:#x} is not in a loaded part of {}",
-                    site.probe(),
-                    site.location,
-                    path.display()
-                ))
-            })?;
-            let uprobe = Uprobe {
-                path: &c_path,
-                offset: location + delta,
-                ref_ctr_offset: site.semaphore_offset,
-            };
+            let uprobe = Uprobe::at(site, self.point, &self.features, path, &c_path)?;
             let fds = cpus
                 .iter()
                 .map(|&cpu| {
@@ -311,6 +298,33 @@ pub(crate) struct Uprobe<'a> {
     pub(crate) path: &'a CString,
     pub(crate) offset: u64,
     pub(crate) ref_ctr_offset: Option<u64>,
+}
+
+impl<'a> Uprobe<'a> {
+    /// The uprobe for `site` of the file at `path` (`c_path` as the kernel
+    /// takes it), at `point` on this kernel, with the site's semaphore.
+    pub(crate) fn at(
+        site: &Site,
+        point: AttachPoint,
+        features: &KernelFeatures,
+        path: &Path,
+        c_path: &'a CString,
+    ) -> Result<Uprobe<'a>, Error> {
+        let delta = attach_delta(site, point, features)?;
+        let location = site.location_offset.ok_or_else(|| {
+            Error::Invalid(format!(
+                "probe {} at {:#x} is not in a loaded part of {}",
+                site.probe(),
+                site.location,
+                path.display()
+            ))
+        })?;
+        Ok(Uprobe {
+            path: c_path,
+            offset: location + delta,
+            ref_ctr_offset: site.semaphore_offset,
+        })
+    }
 }
 
 /// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes).

@@ -39,8 +39,7 @@ use std::time::Duration;
 
 use crate::arg::{Arg, Operand, Reg64, RegWidth};
 use crate::attach::{
-    attach_delta, attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open,
-    PerfEventAttr, Uprobe,
+    attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open, PerfEventAttr, Uprobe,
 };
 use crate::glob::glob_match;
 use crate::note::Site;
@@ -679,15 +678,7 @@ impl Sampler {
         cpus: &[i32],
     ) -> Result<(), Error> {
         for site in sites {
-            let delta = attach_delta(site, self.point, &self.features)?;
-            let location = site.location_offset.ok_or_else(|| {
-                Error::Invalid(format!(
-                    "probe {} at {:#x} is not in a loaded part of {}",
-                    site.probe(),
-                    site.location,
-                    path.display()
-                ))
-            })?;
+            let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path)?;
             let probe = site.probe();
             let strings = (0..site.args.len())
                 .map(|i| {
@@ -697,11 +688,6 @@ impl Sampler {
                 })
                 .collect();
             let mut plan = Plan::new(site, strings, self.stack_bytes)?;
-            let uprobe = Uprobe {
-                path: c_path,
-                offset: location + delta,
-                ref_ctr_offset: site.semaphore_offset,
-            };
             let tracepoint = match plan.stack_bytes > 0 && self.kernel_fetch {
                 true => self.tracepoint(path, &uprobe, &plan),
                 false => None,
@@ -1089,20 +1075,7 @@ mod tests {
 
     #[test]
     fn registers_come_in_mask_order() {
-        let site = Site {
-            provider: "p".into(),
-            name: "n".into(),
-            location: 0,
-            location_offset: Some(0),
-            note_base: 0,
-            stapsdt_base: None,
-            semaphore: None,
-            semaphore_offset: None,
-            args_text: String::new(),
-            args: crate::parse_args("-1@%r8 2@%ah 4@8(%rdi) 8@$7", crate::Machine::X86_64).unwrap(),
-            layout: crate::SiteLayout::NopNop5,
-            bytes: vec![],
-        };
+        let site = site("-1@%r8 2@%ah 4@8(%rdi) 8@$7", crate::Machine::X86_64);
         let plan = Plan::new(&site, vec![false; 4], 64).unwrap();
         // rax (for %ah), rdi, rsp and r8, in perf's order.
         assert_eq!(plan.regs_mask, 1 | 1 << 5 | 1 << 7 | 1 << 16);
