@@ -5,12 +5,34 @@
 //! register, the size telling how many low bytes hold the value, negative
 //! for signed); they run under `qemu-aarch64`.
 //!
-//! Needs `rustup target add aarch64-unknown-linux-gnu` and the Debian
-//! packages `gcc-aarch64-linux-gnu` and `qemu-user` (`.ci/run` installs them).
+//! Needs rustup's `aarch64-unknown-linux-gnu` target and the Debian packages
+//! `gcc-aarch64-linux-gnu`, `libc6-dev-arm64-cross` and `qemu-user`, which the
+//! tests install on first use (usdt-provision).
 
 mod common;
 
-use common::{Cell, CELL_BINS, RELEASE};
+use common::{Cell, Need, CELL_BINS, RELEASE};
+
+/// What cross-building the examples needs.
+const CROSS: [Need; 3] = [
+    Need::rust_target(
+        "aarch64-unknown-linux-gnu",
+        "tests/aarch64.rs cross-builds the examples",
+    ),
+    Need::package(
+        usdt_provision::AARCH64_GCC,
+        "tests/aarch64.rs links the cross-built examples with it",
+    ),
+    Need::package(
+        usdt_provision::AARCH64_LIBC,
+        "tests/aarch64.rs links the cross-built examples against it",
+    ),
+];
+/// What running them needs.
+const QEMU: Need = Need::package(
+    usdt_provision::QEMU,
+    "tests/aarch64.rs runs the cross-built examples under qemu-aarch64",
+);
 use std::process::{Command, Output};
 use usdt_trace::{Machine, SiteLayout};
 
@@ -50,6 +72,9 @@ fn qemu(bin: &str, args: &[&str], stdin: &str) -> Output {
 
 #[test]
 fn aarch64_notes() {
+    if !common::ready(&CROSS) {
+        return;
+    }
     for bin in CELL_BINS {
         let path = AARCH64.bin(bin);
         let what = format!("{bin} (aarch64)");
@@ -92,6 +117,9 @@ fn aarch64_notes() {
 
 #[test]
 fn aarch64_runs_under_qemu() {
+    if !common::ready(&[CROSS[0], CROSS[1], CROSS[2], QEMU]) {
+        return;
+    }
     let out = qemu("types", &["once"], "");
     let out = String::from_utf8_lossy(&out.stdout);
     assert!(out.starts_with("pointers "), "{out}");

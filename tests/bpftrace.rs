@@ -135,16 +135,25 @@ fn check(shape: Shape) {
 
 #[test]
 fn bpftrace_reads_every_argument_debug() {
+    if !common::ready(&[common::ROOT, common::TRACEFS, common::BPFTRACE]) {
+        return;
+    }
     check(Shape::Debug);
 }
 
 #[test]
 fn bpftrace_reads_every_argument_release() {
+    if !common::ready(&[common::ROOT, common::TRACEFS, common::BPFTRACE]) {
+        return;
+    }
     check(Shape::Release);
 }
 
 #[test]
 fn bpftrace_counts_the_demo() {
+    if !common::ready(&[common::ROOT, common::TRACEFS, common::BPFTRACE]) {
+        return;
+    }
     common::tracing_env();
     let bin = common::example("demo", Shape::Release);
     let b = bin.display();

@@ -153,10 +153,16 @@ fn check(loader: &Path) {
 
 #[test]
 fn cdylib_traced_in_a_c_program() {
+    if !common::ready(&[common::ROOT, common::CC]) {
+        return;
+    }
     check(&built().c);
 }
 
 #[test]
 fn cdylib_traced_in_a_rust_program() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     check(&built().rust);
 }

@@ -136,6 +136,9 @@ fn check_child(run: &Run) -> String {
 
 #[test]
 fn fork_traced_at_the_nop_per_process_child_untraced_and_correct() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     let run = run(false, false, AttachPoint::Nop);
     run.check_parent();
     let child = check_child(&run);
@@ -149,6 +152,9 @@ fn fork_traced_at_the_nop_per_process_child_untraced_and_correct() {
 
 #[test]
 fn fork_traced_at_the_nop_every_process_counts_the_child() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     let run = run(true, false, AttachPoint::Nop);
     run.check_parent();
     let child = check_child(&run);
@@ -184,16 +190,25 @@ fn check_optimized(run: &Run) {
 
 #[test]
 fn fork_traced_at_location_plus_one_per_process() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     check_optimized(&run(false, false, AttachPoint::Next));
 }
 
 #[test]
 fn fork_traced_at_location_plus_one_every_process() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     check_optimized(&run(true, false, AttachPoint::Next));
 }
 
 #[test]
 fn fork_with_an_inheriting_tracer_fails_with_efault() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     for point in [AttachPoint::Nop, AttachPoint::Next] {
         let run = run(false, true, point);
         assert_eq!(

@@ -61,15 +61,24 @@ fn gdb(shape: Shape) {
 
 #[test]
 fn gdb_reads_twelve_arguments_debug() {
+    if !common::ready(&[common::GDB]) {
+        return;
+    }
     gdb(Shape::Debug);
 }
 
 #[test]
 fn gdb_reads_twelve_arguments_release() {
+    if !common::ready(&[common::GDB]) {
+        return;
+    }
     gdb(Shape::Release);
 }
 
 #[test]
 fn gdb_reads_twelve_arguments_fat_lto() {
+    if !common::ready(&[common::GDB]) {
+        return;
+    }
     gdb(Shape::O3Fat);
 }

@@ -13,15 +13,45 @@
 //!   and attaches at Location (`cc 66`), the probe is emulated, nothing is
 //!   optimized, and everything is just as exact.
 //!
-//! Needs root, `clang-14`, `bpftool`, `libelf-dev`, `zlib1g-dev`,
-//! `pkg-config` and `make` (CI installs them). The checker's first build
-//! takes about 1.5 minutes.
+//! Needs root, `clang-14`, `libelf-dev`, `zlib1g-dev`, `pkg-config` and
+//! `make`, which the tests install on first use (usdt-provision). The
+//! checker's first build takes about 1.5 minutes.
 
 mod busy;
 mod common;
 
-use common::Shape;
+use common::{Need, Shape};
 use std::process::Command;
+
+/// What the checker's build (libbpf-sys, vendoring libbpf, and libbpf-cargo
+/// compiling the BPF program with clang) needs.
+const NEEDS: [Need; 7] = [
+    common::ROOT,
+    Need::package(
+        usdt_provision::CLANG,
+        "tests/libbpf.rs compiles its BPF program with it",
+    ),
+    Need::package(
+        usdt_provision::LIBELF,
+        "tests/libbpf.rs builds libbpf, which links libelf",
+    ),
+    Need::package(
+        usdt_provision::ZLIB,
+        "tests/libbpf.rs builds libbpf, which links zlib",
+    ),
+    Need::package(
+        usdt_provision::PKG_CONFIG,
+        "tests/libbpf.rs builds libbpf with pkg-config",
+    ),
+    Need::package(
+        usdt_provision::MAKE,
+        "tests/libbpf.rs builds libbpf with make",
+    ),
+    Need::package(
+        usdt_provision::BPFTOOL,
+        "tests/libbpf.rs makes vmlinux.h with it",
+    ),
+];
 
 /// Runs the checker on the `types` example of `shape` and returns its lines.
 fn check_with_libbpf(shape: Shape) -> Vec<String> {
@@ -111,6 +141,9 @@ fn check_exact(lines: &[String]) -> Vec<(String, String)> {
 
 #[test]
 fn libbpf_attaches_at_location_plus_one_and_reads_every_argument() {
+    if !common::ready(&NEEDS) {
+        return;
+    }
     let lines = check_with_libbpf(Shape::Release);
     let sites = check_exact(&lines);
     assert!(!sites.is_empty());
@@ -134,6 +167,9 @@ fn libbpf_attaches_at_location_plus_one_and_reads_every_argument() {
 
 #[test]
 fn libbpf_attaches_nop10_sites_at_location() {
+    if !common::ready(&NEEDS) {
+        return;
+    }
     let lines = check_with_libbpf(Shape::Nop10);
     let sites = check_exact(&lines);
     assert!(!sites.is_empty());
@@ -156,6 +192,9 @@ fn libbpf_attaches_nop10_sites_at_location() {
 /// events).
 #[test]
 fn libbpf_under_load_reads_every_argument_right() {
+    if !common::ready(&NEEDS) {
+        return;
+    }
     let load = busy::release_example("load");
     let lines = checker(&["load".as_ref(), load.as_os_str()]);
     let summary = lines
@@ -185,6 +224,9 @@ fn libbpf_under_load_reads_every_argument_right() {
 /// The parent's hits are all counted with the right arguments.
 #[test]
 fn libbpf_traced_fork_loses_the_child_on_this_kernel() {
+    if !common::ready(&NEEDS) {
+        return;
+    }
     let fork = busy::private_copy(&busy::release_example("fork"), "libbpf");
     let lines = checker(&["fork".as_ref(), fork.as_os_str()]);
     let _ = std::fs::remove_file(&fork);

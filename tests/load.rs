@@ -72,6 +72,9 @@ fn runs(load: &mut Program) -> Vec<u64> {
 
 #[test]
 fn eight_threads_while_a_tracer_attaches_and_detaches_fifty_times() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     common::tracing_env();
     let bin = busy::release_example("load");
     let sites = busy::sites(&bin, "load:tick");

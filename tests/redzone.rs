@@ -14,15 +14,24 @@ fn check(shape: Shape) {
 
 #[test]
 fn red_zone_survives_optimized_uprobe_debug() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     check(Shape::Debug);
 }
 
 #[test]
 fn red_zone_survives_optimized_uprobe_release() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     check(Shape::Release);
 }
 
 #[test]
 fn red_zone_survives_optimized_uprobe_fat_lto() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     check(Shape::O3Fat);
 }

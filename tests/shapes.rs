@@ -114,6 +114,12 @@ fn check(cell: Cell) {
         assert_eq!(has_debug, cell.debug, "{what}: .debug_info");
     }
 
+    if !common::ready_part(
+        "tracing",
+        &[common::ROOT, common::TRACEFS, common::BPFTRACE],
+    ) {
+        return;
+    }
     common::check_types(&cell.bin("types"), AttachPoint::Auto, &what);
 
     let (out, counts) = common::count_run(&cell.bin("demo"), &["7"], AttachPoint::Nop);

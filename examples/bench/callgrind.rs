@@ -31,17 +31,13 @@ pub fn jobs(bench: &Path, peers: Option<&Path>) -> Vec<(&'static str, PathBuf, &
     jobs
 }
 
-/// Is valgrind there? `Err` says why not.
+/// Is valgrind there (installed now, as root, if it is not)? `Err` says why not.
 pub fn available() -> Result<(), String> {
-    match Command::new("valgrind")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-    {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(format!("`valgrind --version` failed ({s})")),
-        Err(_) => Err("valgrind is not installed (apt install valgrind)".into()),
-    }
+    usdt_provision::ensure(&[usdt_provision::Need::package(
+        usdt_provision::VALGRIND,
+        "the bench counts idle instructions with callgrind",
+    )])
+    .map_err(|e| e.to_string())
 }
 
 /// Instructions per iteration of `program --callgrind-child LOOP N`.

@@ -68,10 +68,14 @@ pub fn probe_crate(n: u64) {
     }
 }
 
-/// The loop with a C `<sys/sdt.h>` probe (`cbench:hit`), in bench/c-sdt.
+/// The loop with a C `<sys/sdt.h>` probe (`cbench:hit`), bench/c/loop.c.
+/// Runs only after [`crate::csdt::get`] succeeded (the row is skipped
+/// otherwise).
 #[inline(never)]
 pub fn c_sdt(n: u64) {
-    usdt_bench_c::sdt_loop(n);
+    crate::csdt::get()
+        .expect("the C loop is checked before its row runs")
+        .run(n);
 }
 
 /// The probes of this binary the attached rows use, as (provider, name).
@@ -79,7 +83,7 @@ pub const HIT: (&str, &str) = ("bench", "hit");
 /// Our semaphore-gated probe.
 pub const LAZY: (&str, &str) = ("bench", "lazy");
 /// The `<sys/sdt.h>` probe.
-pub const C_SDT: (&str, &str) = (usdt_bench_c::PROVIDER, usdt_bench_c::NAME);
+pub const C_SDT: (&str, &str) = crate::csdt::PROBE;
 /// The `probe` crate's probe.
 pub const PROBE_CRATE: (&str, &str) = ("pbench", "hit");
 /// oxidecomputer's probe, in the peers helper (bench/peers/bench.d).

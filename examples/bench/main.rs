@@ -11,6 +11,7 @@
 
 mod attach;
 mod callgrind;
+mod csdt;
 mod loops;
 mod machine;
 mod peers;
@@ -33,6 +34,9 @@ enum Runner {
     Here(fn(u64)),
     /// The peers helper (bench/peers/), its loop of this name.
     Peers(&'static str),
+    /// This process, the C loop of bench/c/loop.c (compiled and loaded when
+    /// the bench runs: csdt.rs).
+    C(fn(u64)),
 }
 
 /// One row of the table.
@@ -79,7 +83,7 @@ const ROWS: [Spec; 10] = [
     ),
     row(
         "c-sdt-nop",
-        Runner::Here(loops::c_sdt),
+        Runner::C(loops::c_sdt),
         Some((loops::C_SDT, At::Nop)),
     ),
     row(
@@ -196,7 +200,11 @@ fn run(opts: Options) -> Result<(), String> {
         Err(_) => None,
     };
 
-    let jobs = callgrind::jobs(&exe, peers_exe.as_deref().ok());
+    let c_loop = csdt::get().map(|c| c.path.clone());
+    if let Err(e) = &c_loop {
+        eprintln!("bench: the C <sys/sdt.h> loop: {e}");
+    }
+    let mut jobs = callgrind::jobs(&exe, peers_exe.as_deref().ok());
     let valgrind = callgrind::available();
     let steps = ROWS.len() * opts.plan.runs + if valgrind.is_ok() { jobs.len() } else { 0 };
     let bar = progress(steps as u64);
@@ -209,12 +217,19 @@ fn run(opts: Options) -> Result<(), String> {
         idle: Ok(BTreeMap::new()),
         others: 0.0,
     };
+    if let Err(e) = &c_loop {
+        jobs.retain(|(key, _, _)| *key != "c-sdt");
+        report
+            .skipped
+            .push(("c-sdt (idle instructions)", e.clone()));
+    }
     // Rows that cannot run here are skipped with the reason.
     let mut states: Vec<Option<State>> = ROWS
         .iter()
         .map(|spec| {
             let why_not = match (spec.attach, &no_attach, spec.runner, &helper) {
                 (Some(_), Some(why), _, _) => Some(why.clone()),
+                (_, _, Runner::C(_), _) => c_loop.as_ref().err().cloned(),
                 (_, _, Runner::Peers(_), None) => Some(match &peers_exe {
                     Err(e) => format!("the peers helper could not be built: {e}"),
                     Ok(_) => "the peers helper could not be started".into(),
@@ -336,6 +351,7 @@ fn one_run(
 ) -> Result<(), String> {
     let (pid, target) = match (spec.runner, &helper) {
         (Runner::Peers(_), Some(h)) => (h.pid, h.exe.clone()),
+        (Runner::C(_), _) => (std::process::id(), csdt::get()?.path.clone()),
         _ => (std::process::id(), exe.to_owned()),
     };
     let attached = match spec.attach {
@@ -343,7 +359,7 @@ fn one_run(
         None => None,
     };
     let mut runner: Box<dyn Loop + '_> = match (spec.runner, helper) {
-        (Runner::Here(f), _) => Box::new(Local(f)),
+        (Runner::Here(f) | Runner::C(f), _) => Box::new(Local(f)),
         (Runner::Peers(name), Some(h)) => Box::new(h.row(name)),
         (Runner::Peers(_), None) => return Err("no peers helper".into()),
     };

@@ -15,17 +15,21 @@ fn manifest() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/peers/Cargo.toml")
 }
 
-/// The helper's target directory: beside this example's own build
-/// (`<target>/release/examples/bench` gives `<target>/bench-peers`), so that
+/// A directory beside this example's own build, for what the bench builds at
+/// run time (`<target>/release/examples/bench` gives `<target>/NAME`), so that
 /// it is built once per target directory and `cargo clean` removes it.
-fn target_dir() -> PathBuf {
+pub fn beside_bench(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
     match exe.ancestors().nth(3) {
-        Some(target) if exe.parent().is_some_and(|p| p.ends_with("examples")) => {
-            target.join("bench-peers")
-        }
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-peers"),
+        Some(target) if exe.parent().is_some_and(|p| p.ends_with("examples")) => target.join(name),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(name),
     }
+}
+
+fn target_dir() -> PathBuf {
+    beside_bench("bench-peers")
 }
 
 /// Builds the helper (`cargo build --release`), returns its path.

@@ -16,9 +16,27 @@ pub use check::{check_notes, expected, Expected};
 #[allow(unused_imports)]
 pub use trace::{check_redzone, check_types, count_run, redzone_run, REDZONE_HITS, TYPES_COUNTS};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
+
+#[allow(unused_imports)]
+pub use usdt_provision::{ready, ready_part, Need};
+
+/// Root, for the tests that attach uprobes.
+pub const ROOT: Need =
+    Need::root("it attaches uprobes (perf_event_open on the uprobe PMU, or BPF)");
+/// tracefs, which bpftrace and perf read.
+pub const TRACEFS: Need = Need::tracefs("bpftrace and perf create uprobe events in it");
+/// bpftrace, for the tests that trace the examples with it.
+pub const BPFTRACE: Need = Need::package(
+    usdt_provision::BPFTRACE,
+    "the tests trace the examples with it and compare what it reads",
+);
+/// gdb, for the tests that stop at the probes.
+pub const GDB: Need = Need::package(usdt_provision::GDB, "the tests stop at probes with it");
+/// A C compiler, for the C programs the tests load our libraries into.
+pub const CC: Need = Need::package(usdt_provision::GCC, "the tests build C programs");
 
 /// A way of building the examples: a cargo profile of this workspace and
 /// features of the `usdt` crate.
@@ -124,30 +142,14 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
-/// Makes sure tracefs is mounted (bpftrace needs it) and that the memlock limit
-/// does not stop BPF maps. Tracing tests run as root, as CI does.
+/// Asserts what every tracing helper needs (a test checks it first with
+/// [`ready`], and returns early without it): root and tracefs, memlock
+/// raised.
 pub fn tracing_env() {
-    static READY: OnceLock<()> = OnceLock::new();
-    READY.get_or_init(|| {
-        assert_eq!(
-            // SAFETY: geteuid has no preconditions.
-            unsafe { libc::geteuid() },
-            0,
-            "the tracing tests attach uprobes and need root (CI runs them as root)"
-        );
-        if !Path::new("/sys/kernel/tracing/uprobe_events").exists() {
-            let _ = Command::new("mount")
-                .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
-                .status();
-        }
-        let unlimited = libc::rlimit {
-            rlim_cur: libc::RLIM_INFINITY,
-            rlim_max: libc::RLIM_INFINITY,
-        };
-        // SAFETY: a valid rlimit for RLIMIT_MEMLOCK; the result is checked below
-        // only in the sense that bpftrace reports its own failure.
-        unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
-    });
+    assert!(
+        ready(&[ROOT, TRACEFS]),
+        "a tracing test must check `common::ready` first"
+    );
 }
 
 /// Whether the process has a `[uprobes-trampoline]` mapping: the kernel

@@ -80,12 +80,18 @@ fn rust_probes_at(point: AttachPoint) -> bool {
 
 #[test]
 fn rust_probes_auto_counts_exactly_and_is_optimized_here() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     // On this kernel (ENXIO) Auto attaches nop;nop5 sites at Location + 1.
     assert!(rust_probes_at(AttachPoint::Auto));
 }
 
 #[test]
 fn rust_probes_next_counts_exactly_through_the_trampoline() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     assert!(
         rust_probes_at(AttachPoint::Next),
         "Next gives a [uprobes-trampoline] mapping"
@@ -94,6 +100,9 @@ fn rust_probes_next_counts_exactly_through_the_trampoline() {
 
 #[test]
 fn rust_probes_nop_counts_exactly_without_trampoline() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     assert!(
         !rust_probes_at(AttachPoint::Nop),
         "Nop leaves no [uprobes-trampoline] mapping"
@@ -102,6 +111,9 @@ fn rust_probes_nop_counts_exactly_without_trampoline() {
 
 #[test]
 fn c_probes_count_exactly_with_their_semaphore() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = cdemo();
     let objects = {
         let serve = Serve::start(&exe);
@@ -151,6 +163,9 @@ fn c_probes_count_exactly_with_their_semaphore() {
 
 #[test]
 fn next_is_refused_on_a_single_nop_site() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = cdemo();
     let sites: Vec<Site> = read_file_probes(&exe).unwrap().sites;
     let serve = Serve::start(&exe);
@@ -166,6 +181,9 @@ fn next_is_refused_on_a_single_nop_site() {
 
 #[test]
 fn every_process_of_a_binary() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     // A copy of its own: other tests run `traced` at the same time.
     let exe =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("traced-all-{}", std::process::id()));
@@ -191,6 +209,9 @@ fn every_process_of_a_binary() {
 
 #[test]
 fn a_process_that_exited_is_an_error() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = cdemo();
     let serve = Serve::start(&exe);
     let pid = serve.pid;
@@ -213,6 +234,9 @@ fn sites_of(sites: &[Site], name: &str) -> u16 {
 
 #[test]
 fn semaphores_are_left_as_found() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     let exe = example("traced");
     let sites = read_file_probes(&exe).unwrap().sites;
     let mut serve = Serve::start(&exe);

@@ -105,6 +105,9 @@ fn list_agrees_with_readelf(path: &Path) {
 
 #[test]
 fn list_agrees_with_readelf_on_c_probes() {
+    if !common::ready(&[common::SDT]) {
+        return;
+    }
     list_agrees_with_readelf(&cdemo());
     list_agrees_with_readelf(&cdemolib());
 }
@@ -127,6 +130,9 @@ fn list_agrees_with_readelf_on_rust_probes() {
 
 #[test]
 fn list_a_process_with_its_libraries() {
+    if !common::ready(&[common::SDT]) {
+        return;
+    }
     let exe = cdemo();
     let mut serve = Serve::start(&exe);
     let out = usdt(&["list", "-p", &serve.pid.to_string()]);
@@ -177,6 +183,9 @@ fn count_command(attach: &str, program: &Path, args: &[&str]) -> (BTreeMap<Strin
 
 #[test]
 fn count_rust_probes_exactly_at_every_attach_point() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     let exe = example("traced");
     for attach in ["auto", "nop", "next"] {
         let (counts, text) = count_command(attach, &exe, &["5", "7", "9"]);
@@ -193,6 +202,9 @@ fn count_rust_probes_exactly_at_every_attach_point() {
 
 #[test]
 fn count_c_probes_and_refuse_next() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = cdemo();
     for attach in ["auto", "nop"] {
         let (counts, text) = count_command(attach, &exe, &["5", "3", "2"]);
@@ -220,6 +232,9 @@ fn count_c_probes_and_refuse_next() {
 
 #[test]
 fn a_nop10_site_is_listed_counted_at_its_nop_and_refused_at_next() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = nop10();
     list_agrees_with_readelf(&exe);
     let text = stdout(&usdt(&["list", exe.to_str().unwrap()]));
@@ -254,6 +269,9 @@ fn a_nop10_site_is_listed_counted_at_its_nop_and_refused_at_next() {
 
 #[test]
 fn count_globs_select_probes() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     let exe = example("traced");
     let out = usdt(&[
         "count",
@@ -275,6 +293,9 @@ fn count_globs_select_probes() {
 
 #[test]
 fn count_a_process_until_it_exits() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = cdemo();
     let mut serve = Serve::start(&exe);
     let pid = serve.pid;
@@ -304,6 +325,9 @@ fn count_a_process_until_it_exits() {
 
 #[test]
 fn count_a_process_every_interval_until_ctrl_c() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = cdemo();
     let mut serve = Serve::start(&exe);
     let pid = serve.pid;
@@ -367,6 +391,9 @@ fn wait_for_semaphore(pid: u32, exe: &Path, value: u16) {
 
 #[test]
 fn features_in_words() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     let text = stdout(&usdt(&["features"]));
     assert!(
         text.contains("uprobe syscall: present, optimizes uprobes on nop5"),
@@ -427,6 +454,9 @@ fn errors_are_one_plain_sentence() {
 
 #[test]
 fn not_permitted_says_which_privilege() {
+    if !common::ready(&[common::ROOT, common::SETPRIV]) {
+        return;
+    }
     // Run as `nobody`, from a copy it may execute.
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("nobody-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -4,6 +4,11 @@ use usdt_trace::{KernelFeatures, SiteLayout, UprobeSyscall};
 
 #[test]
 fn this_kernel_optimizes_nop5_and_maintains_semaphores() {
+    if !usdt_provision::ready(&[usdt_provision::Need::root(
+        "it attaches uprobes (perf_event_open on the uprobe PMU)",
+    )]) {
+        return;
+    }
     let f = KernelFeatures::detect();
     assert_eq!(f.uprobe_syscall, UprobeSyscall::OptimizesNop5, "{f:?}");
     assert_eq!(f.optimized_layout(), Some(SiteLayout::NopNop5));

@@ -11,6 +11,9 @@ fn cdemo_bytes() -> Vec<u8> {
 
 #[test]
 fn c_probes_agree_with_readelf() {
+    if !common::ready(&[common::SDT]) {
+        return;
+    }
     let path = cdemo();
     let sites = read_file(&path).unwrap();
     let notes = readelf_notes(&path);
@@ -51,6 +54,9 @@ fn c_probes_agree_with_readelf() {
 
 #[test]
 fn a_moved_base_shifts_location_and_semaphore() {
+    if !common::ready(&[common::SDT]) {
+        return;
+    }
     let mut bytes = cdemo_bytes();
     let before = read_sites(&bytes).unwrap();
     let guarded = before.iter().find(|s| s.name == "guarded").unwrap();
@@ -75,6 +81,9 @@ fn find_note_words(bytes: &[u8], location: u64, base: u64) -> Option<usize> {
 
 #[test]
 fn files_that_are_not_64_bit_little_endian_elf_are_errors() {
+    if !common::ready(&[common::SDT]) {
+        return;
+    }
     assert!(matches!(read_sites(b""), Err(Error::NotElf)));
     assert!(matches!(
         read_sites(b"#!/bin/sh\necho hi\n"),
@@ -97,6 +106,9 @@ fn files_that_are_not_64_bit_little_endian_elf_are_errors() {
 
 #[test]
 fn a_file_without_notes_has_no_sites() {
+    if !common::ready(&[common::SDT]) {
+        return;
+    }
     let sites = read_file("/proc/self/exe").unwrap();
     assert!(sites.is_empty());
     assert!(matches!(read_file("/no/such/file"), Err(Error::Io { .. })));
@@ -118,6 +130,9 @@ fn unknown_registers_are_errors() {
 
 #[test]
 fn damaged_notes_are_errors_not_panics() {
+    if !common::ready(&[common::SDT]) {
+        return;
+    }
     let bytes = cdemo_bytes();
     let path = cdemo();
     let sites = read_file(path).unwrap();
@@ -157,6 +172,9 @@ fn damaged_notes_are_errors_not_panics() {
 
 #[test]
 fn registers_name_the_full_register() {
+    if !common::ready(&[common::SDT]) {
+        return;
+    }
     let sites = read_sites(&cdemo_bytes()).unwrap();
     let plain = sites.iter().find(|s| s.name == "plain").unwrap();
     let Operand::Register(reg) = plain.args[2].operand else {

@@ -197,6 +197,9 @@ fn read_line(r: &mut impl BufRead) -> String {
 /// what bpftrace prints for every argument bpftrace reads (arg0..arg5).
 #[test]
 fn trace_decodes_every_argument_type_as_bpftrace_does_in_the_same_run() {
+    if !common::ready(&[common::ROOT, common::TRACEFS, common::BPFTRACE]) {
+        return;
+    }
     let bin = example("argtypes");
     let b = bin.to_str().unwrap();
     let mut child = Command::new(&bin)
@@ -275,6 +278,9 @@ fn trace_decodes_every_argument_type_as_bpftrace_does_in_the_same_run() {
 /// arguments of the twelve-argument probe included.
 #[test]
 fn recorder_asserts_every_probe_with_its_arguments() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     // Without tracefs: strings from the stack copy, read after the fact.
     let run = Recorder::new(example("argtypes"))
         .kernel_fetch(false)
@@ -320,6 +326,9 @@ fn recorder_asserts_every_probe_with_its_arguments() {
 /// copy the sample carries.
 #[test]
 fn c_probes_with_memory_and_immediate_operands() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     // The kernel reads the red zone at the hit (tracefs fetch arguments),
     // or usdt reads it from the process while leaf waits.
     c_memory_operands(&[]);
@@ -394,6 +403,9 @@ fn c_memory_operands(options: &[&str]) {
 /// samples on stderr; never a silent shortfall.
 #[test]
 fn a_million_hits_are_all_printed_or_counted_as_lost() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     const HITS: u64 = 1_000_000;
     let exe = example("argtypes");
     let out = Command::new(env!("CARGO_BIN_EXE_usdt"))
@@ -428,6 +440,9 @@ fn a_million_hits_are_all_printed_or_counted_as_lost() {
 /// command's own output passes through and its exit status is usdt's.
 #[test]
 fn json_lines_limit_and_the_commands_output() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = example("argtypes");
     let out = usdt(&[
         "trace",
@@ -516,6 +531,9 @@ fn trace_errors_are_one_plain_sentence() {
 /// only the thread it was opened for).
 #[test]
 fn trace_a_process_with_threads() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = build_c("threads", &["threads.c"], &["-pthread"]);
     let mut child = Command::new(&exe)
         .stdin(Stdio::piped())
@@ -567,6 +585,9 @@ fn trace_a_process_with_threads() {
 /// kernel then failed the program's pthread_create and fork with EFAULT).
 #[test]
 fn a_traced_command_starts_threads_and_processes() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = build_c("spawn", &["spawn.c"], &["-pthread"]);
     let e = exe.to_str().unwrap();
     for command in ["trace", "count"] {

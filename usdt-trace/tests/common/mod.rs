@@ -4,6 +4,29 @@
 
 pub mod elf;
 
+#[allow(unused_imports)]
+pub use usdt_provision::{ready, Need};
+
+/// Root, for the tests that attach uprobes.
+pub const ROOT: Need = Need::root("it attaches uprobes (perf_event_open on the uprobe PMU)");
+/// tracefs, which bpftrace reads.
+pub const TRACEFS: Need = Need::tracefs("bpftrace creates uprobe events in it");
+/// `<sys/sdt.h>`, for the C probe programs in tests/c/.
+pub const SDT: Need = Need::package(
+    usdt_provision::SDT,
+    "the tests build C programs with <sys/sdt.h> probes (tests/c/)",
+);
+/// bpftrace, which the tests compare `usdt trace` with.
+pub const BPFTRACE: Need = Need::package(
+    usdt_provision::BPFTRACE,
+    "tests/trace.rs compares `usdt trace` with it in the same run",
+);
+/// setpriv, which runs `usdt` without privileges.
+pub const SETPRIV: Need = Need::package(
+    usdt_provision::SETPRIV,
+    "tests/cli.rs runs usdt as nobody with it",
+);
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -28,7 +51,7 @@ pub fn build_c(name: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
         .args(sources.iter().map(|s| dir.join(s)))
         .args(flags)
         .status()
-        .expect("cc runs (apt install gcc systemtap-sdt-dev)");
+        .expect("cc runs");
     assert!(status.success(), "cc failed on {sources:?}");
     std::fs::rename(&partial, &out).unwrap();
     out
