@@ -13,9 +13,11 @@
 //!   whether its process filter covers every thread.
 //! - [`MultiCounter`] owns the map, the program and the links; dropping it
 //!   detaches every site at once.
+//! - [`ProbeCounter`] counts per probe over the sites of several files.
 
 mod asm;
 mod counter;
+mod probes;
 mod program;
 mod support;
 mod sys;
@@ -25,6 +27,7 @@ use std::io;
 use std::path::PathBuf;
 
 pub use counter::{MultiCounter, MultiSite, MAX_SITES_PER_LINK};
+pub use probes::ProbeCounter;
 pub use support::{uprobe_multi_support, UprobeMulti};
 
 /// What went wrong setting up or reading a BPF counter.
