@@ -348,3 +348,111 @@ fn without_privilege_the_message_says_what_is_needed() {
         "{text}"
     );
 }
+
+// `usdt count` on the BPF engine, and the perf engine forced.
+
+/// `usdt count ARGS` under `timeout`, with `input` as the command's stdin.
+fn usdt_count(args: &[&str], env: &[(&str, &str)], input: &str) -> (String, String) {
+    let mut child = Command::new("timeout")
+        .args(["-s", "KILL", "120"])
+        .arg(env!("CARGO_BIN_EXE_usdt"))
+        .arg("count")
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// `usdt count ARGS` running beside the test: waits for its "counting"
+/// line; `stop` interrupts it and returns its counts.
+struct Counting(Child);
+
+impl Counting {
+    fn start(args: &[&str]) -> Counting {
+        let mut child = Command::new("timeout")
+            .args(["-s", "KILL", "120"])
+            .arg(env!("CARGO_BIN_EXE_usdt"))
+            .arg("count")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        assert!(line.starts_with("usdt: counting "), "{line}");
+        Counting(child)
+    }
+
+    fn stop(self) -> BTreeMap<String, u64> {
+        // `timeout` passes SIGINT on to usdt.
+        let status = Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let out = self.0.wait_with_output().unwrap();
+        assert!(out.status.success());
+        common::parse_counts(&String::from_utf8_lossy(&out.stdout))
+    }
+}
+
+#[test]
+fn count_command_counts_every_thread() {
+    let exe = multi("multi");
+    let (out, _) = usdt_count(&["--", exe.to_str().unwrap()], &[], "threads 8 1000\n");
+    let counts = common::parse_counts(&out);
+    assert_eq!(counts["multi:hit"], 8000, "{out}");
+}
+
+#[test]
+fn count_pid_counts_threads_started_after_attaching() {
+    let exe = multi("multi");
+    let mut m = Multi::start(&exe);
+    let counting = Counting::start(&["-p", &m.pid.to_string()]);
+    assert_eq!(m.run("threads 8 1000"), "done");
+    let counts = counting.stop();
+    assert_eq!(counts["multi:hit"], 8000, "{counts:?}");
+    m.finish();
+}
+
+#[test]
+fn count_all_sums_every_process_and_a_forked_child() {
+    let exe = multi("multi_cli_all");
+    let mut a = Multi::start(&exe);
+    let mut b = Multi::start(&exe);
+    let counting = Counting::start(&["--all", exe.to_str().unwrap(), "multi:hit"]);
+    assert_eq!(a.run("threads 2 100"), "done");
+    assert_eq!(b.run("threads 1 30"), "done");
+    assert_eq!(b.run("fork 7"), "done");
+    let counts = counting.stop();
+    assert_eq!(counts["multi:hit"], 237, "{counts:?}");
+    a.finish();
+    b.finish();
+}
+
+#[test]
+fn the_forced_perf_engine_counts_the_same_on_the_main_thread() {
+    let exe = multi("multi");
+    let exe = exe.to_str().unwrap();
+    let input = "guarded 25\n";
+    let (bpf, _) = usdt_count(&["--engine", "bpf", "--", exe], &[], input);
+    let (perf, _) = usdt_count(&["--", exe], &[("USDT_COUNT_ENGINE", "perf")], input);
+    let (bpf, perf) = (common::parse_counts(&bpf), common::parse_counts(&perf));
+    assert_eq!(bpf["multi:guarded"], 25, "{bpf:?}");
+    assert_eq!(bpf, perf);
+}
