@@ -416,7 +416,7 @@ pub fn online_cpus() -> Vec<i32> {
     cpus
 }
 
-fn parse_cpu_list(text: &str) -> Vec<i32> {
+pub(crate) fn parse_cpu_list(text: &str) -> Vec<i32> {
     let mut cpus = vec![];
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = part.split_once('-').unwrap_or((part, part));

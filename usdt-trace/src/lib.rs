@@ -16,6 +16,9 @@
 //!   [`Target::AllProcesses`]) at the [`AttachPoint`] chosen from
 //!   [`KernelFeatures`], with the semaphore's file offset as `ref_ctr_offset`;
 //!   dropping it detaches and the kernel lowers the semaphores again.
+//! - Counting with BPF (Linux 6.6+): a [`bpf::MultiCounter`] attaches any
+//!   number of sites of a file with one uprobe_multi link and counts the hits
+//!   of every thread of a process, or of every process running the file.
 //! - Starting a command with uprobes already in place: [`PausedCommand`].
 //! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
 //!   thread, time and a stack copy per hit, into a perf ring buffer) and
@@ -45,6 +48,7 @@
 
 mod arg;
 mod attach;
+pub mod bpf;
 mod command;
 mod error;
 mod glob;

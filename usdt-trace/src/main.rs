@@ -9,12 +9,15 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+mod count_engine;
 mod trace_cmd;
+
+use count_engine::{Counter, Engine};
 
 use usdt_trace::{
     auto_attach_words, closest, glob_match, process_alive, read_file_probes, read_process,
     read_semaphore, resolve_program, shared_libraries, AttachPoint, ElfProbes, Error,
-    KernelFeatures, PausedCommand, Site, SiteLayout, Target, Tracer, UprobeSyscall,
+    KernelFeatures, PausedCommand, Site, SiteLayout, Target, UprobeSyscall,
 };
 
 const USAGE: &str = "\
@@ -22,11 +25,16 @@ usage:
   usdt features
   usdt list [--sites] BINARY
   usdt list [--sites] -p PID
-  usdt count [--interval N] [--attach auto|nop|next] [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
+  usdt count [--interval N] [--attach auto|nop|next] [--engine auto|bpf|perf] [--duration S]
+             [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...] | --all BINARY)
   usdt trace [--str PROBE-GLOB:N]... [--json] [--limit N] [--attach auto|nop|next]
              [--no-tracefs] [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
 
-PROBE-GLOB matches provider:name, with * and ? ('http:*'); none means every probe.";
+PROBE-GLOB matches provider:name, with * and ? ('http:*'); none means every probe.
+count --all counts every process that runs BINARY (or maps it, for a library).
+count's engine: one BPF uprobe_multi link per file, counting every thread
+(Linux 6.6+), or one perf event per site (the main thread only); auto picks
+BPF when the kernel has it. $USDT_COUNT_ENGINE sets the default.";
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -75,6 +83,10 @@ fn features() -> Result<i32, Error> {
         }
     };
     println!("uprobe syscall: {syscall}");
+    println!(
+        "BPF uprobe_multi links: {}",
+        usdt_trace::bpf::uprobe_multi_support()
+    );
     match f.optimized_layout() {
         Some(layout) => println!("optimized site layout: {layout} (a uprobe at Location + 1)"),
         None => println!("optimized site layout: none"),
@@ -113,6 +125,12 @@ struct Opts {
     json: bool,
     limit: Option<u64>,
     no_tracefs: bool,
+    /// `count --engine`.
+    engine: Option<Engine>,
+    /// `count --all BINARY`.
+    all: Option<PathBuf>,
+    /// `count --duration`.
+    duration: Option<Duration>,
 }
 
 /// Which command the options are for.
@@ -177,6 +195,21 @@ fn parse_opts(args: &[OsString], cmd: Cmd) -> Result<Opts, Error> {
                 opts.interval = Some(Duration::from_secs_f64(secs));
             }
             "--attach" if count => opts.attach = value("--attach")?.parse()?,
+            "--engine" if count && !trace => opts.engine = Some(value("--engine")?.parse()?),
+            "--all" if count && !trace => opts.all = Some(value("--all")?.into()),
+            "--duration" if count && !trace => {
+                let v = value("--duration")?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| *s > 0.0 && s.is_finite())
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "the duration is a positive number of seconds, not \"{v}\""
+                        ))
+                    })?;
+                opts.duration = Some(Duration::from_secs_f64(secs));
+            }
             "-h" | "--help" => return Err(usage()),
             a if a.starts_with('-') && a.len() > 1 => {
                 return Err(Error::Invalid(format!("unknown option {a}\n{USAGE}")))
@@ -326,9 +359,10 @@ fn catch_signals() {
 
 fn count(args: &[OsString]) -> Result<i32, Error> {
     let opts = parse_opts(args, Cmd::Count)?;
-    match (opts.pid, opts.command.is_empty()) {
-        (Some(pid), true) => count_process(pid, &opts),
-        (None, false) => count_command(&opts),
+    match (opts.pid, opts.command.is_empty(), &opts.all) {
+        (Some(pid), true, None) => count_process(pid, &opts),
+        (None, false, None) => count_command(&opts),
+        (None, true, Some(binary)) => count_all(binary, &opts),
         _ => Err(Error::Invalid(USAGE.into())),
     }
 }
@@ -343,13 +377,36 @@ fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
         .filter_map(|o| Some((o.open_path, o.probes.ok()?.sites)))
         .collect();
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
-    let mut tracer = Tracer::new(opts.attach);
-    attach(&mut tracer, &objects, &opts.operands, pid)?;
+    let engine = Engine::chosen(opts.engine)?;
+    let counter = attach(engine, &objects, opts, Target::Pid(pid))?;
     catch_signals();
     // Only now is every event counting (the kernel raises semaphores a
     // little earlier, while it registers the uprobes).
     eprintln!("usdt: counting {matched} sites of process {pid}; Ctrl-C prints the counts");
-    watch(&tracer, opts.interval, || Ok(process_alive(pid)))?;
+    let end = opts.duration.map(|d| Instant::now() + d);
+    watch(&counter, opts.interval, || {
+        Ok(process_alive(pid) && end.is_none_or(|end| Instant::now() < end))
+    })?;
+    Ok(0)
+}
+
+/// Counts every process that runs (or maps) `binary` until Ctrl-C or the
+/// duration ends.
+fn count_all(binary: &Path, opts: &Opts) -> Result<i32, Error> {
+    let path = absolute(binary);
+    let objects: Objects = vec![(path.clone(), read_probes_of(&path)?.sites)];
+    let matched = select(&objects, &opts.operands, &path.display().to_string())?;
+    let engine = Engine::chosen(opts.engine)?;
+    let counter = attach(engine, &objects, opts, Target::AllProcesses)?;
+    catch_signals();
+    eprintln!(
+        "usdt: counting {matched} sites in every process of {}; Ctrl-C prints the counts",
+        path.display()
+    );
+    let end = opts.duration.map(|d| Instant::now() + d);
+    watch(&counter, opts.interval, || {
+        Ok(end.is_none_or(|end| Instant::now() < end))
+    })?;
     Ok(0)
 }
 
@@ -359,32 +416,40 @@ fn count_command(opts: &Opts) -> Result<i32, Error> {
     select(&objects, &opts.operands, &program.display().to_string())?;
     // Not inherited: the kernel fails the program's fork and pthread_create
     // (EFAULT) when it copies uprobe events into the new task.
-    let mut tracer = Tracer::new(opts.attach);
+    let engine = Engine::chosen(opts.engine)?;
     let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
-    if let Err(e) = attach(&mut tracer, &objects, &opts.operands, child.pid()) {
-        child.kill();
-        return Err(e);
-    }
+    let counter = match attach(engine, &objects, opts, Target::Pid(child.pid())) {
+        Ok(counter) => counter,
+        Err(e) => {
+            child.kill();
+            return Err(e);
+        }
+    };
     catch_signals();
     child.start()?;
     let mut status = None;
-    watch(&tracer, opts.interval, || {
+    watch(&counter, opts.interval, || {
         status = child.try_wait()?;
         Ok(status.is_none())
     })?;
     Ok(status.map_or(130, |s| s.shell_code()))
 }
 
-/// Attaches to the sites that match the globs, for one process.
-fn attach(tracer: &mut Tracer, objects: &Objects, globs: &[String], pid: u32) -> Result<(), Error> {
-    for (path, sites) in objects {
-        tracer.attach(
-            path,
-            sites.iter().filter(|s| matches(globs, s)),
-            Target::Pid(pid),
-        )?;
-    }
-    Ok(())
+/// Attaches to the sites that match the globs with `engine`.
+fn attach(
+    engine: Engine,
+    objects: &Objects,
+    opts: &Opts,
+    target: Target,
+) -> Result<Counter, Error> {
+    let files: Vec<(PathBuf, Vec<&Site>)> = objects
+        .iter()
+        .map(|(path, sites)| {
+            let matched = sites.iter().filter(|s| matches(&opts.operands, s));
+            (path.clone(), matched.collect())
+        })
+        .collect();
+    Counter::attach(engine, &files, opts.attach, target)
 }
 
 /// The probes of a file, with errors that name it.
@@ -442,7 +507,7 @@ fn select(objects: &Objects, globs: &[String], what: &str) -> Result<usize, Erro
 /// Prints counts every `interval` and once more when `running` says the
 /// target is gone (`Ok(None)`) or on Ctrl-C.
 fn watch(
-    tracer: &Tracer,
+    counter: &Counter,
     interval: Option<Duration>,
     mut running: impl FnMut() -> Result<bool, Error>,
 ) -> Result<(), Error> {
@@ -451,17 +516,17 @@ fn watch(
         std::thread::sleep(Duration::from_millis(20));
         if let (Some(at), Some(i)) = (next, interval) {
             if Instant::now() >= at {
-                print_counts(tracer)?;
+                print_counts(counter)?;
                 println!();
                 next = Some(at + i);
             }
         }
     }
-    print_counts(tracer)
+    print_counts(counter)
 }
 
-fn print_counts(tracer: &Tracer) -> Result<(), Error> {
-    let counts = tracer.probe_counts()?;
+fn print_counts(counter: &Counter) -> Result<(), Error> {
+    let counts = counter.probe_counts()?;
     let mut out = std::io::stdout().lock();
     for (probe, n) in counts {
         let _ = writeln!(out, "{probe} {n}");

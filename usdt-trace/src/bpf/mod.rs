@@ -1,0 +1,124 @@
+//! Counting with BPF: one `uprobe_multi` link per file attaches a program of
+//! twelve instructions to any number of probe sites at once.
+//!
+//! The program is assembled here at run time (no compiler, `bpftool` or
+//! libbpf at build or run time): it reads the hit site's cookie, which is its
+//! slot, and adds 1 to that slot of a per-CPU array. One link takes, for each
+//! site, its file offset, its semaphore's file offset (the kernel raises the
+//! semaphore while attached) and its cookie, and an optional process filter
+//! that covers every thread of the process. Needs Linux 6.6 or later, and
+//! root (or `CAP_BPF` and `CAP_PERFMON`).
+//!
+//! - [`uprobe_multi_support`] tells whether this kernel has such links, and
+//!   whether its process filter covers every thread.
+//! - [`MultiCounter`] owns the map, the program and the links; dropping it
+//!   detaches every site at once.
+//! - [`ProbeCounter`] counts per probe over the sites of several files.
+
+mod asm;
+mod counter;
+mod probes;
+mod program;
+mod support;
+mod sys;
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+pub use counter::{MultiCounter, MultiSite, MAX_SITES_PER_LINK};
+pub use probes::ProbeCounter;
+pub use support::{uprobe_multi_support, UprobeMulti};
+
+/// What went wrong setting up or reading a BPF counter.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BpfError {
+    /// The kernel refused for lack of privilege (`EPERM`).
+    NotPermitted,
+    /// The kernel has no BPF system call or no uprobe_multi links.
+    Unsupported,
+    /// The verifier rejected the program; its log says why.
+    Verifier {
+        /// The verifier's log.
+        log: String,
+    },
+    /// The process to filter on does not exist.
+    NoProcess(u32),
+    /// The file to attach to could not be opened by the kernel.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A request that cannot be satisfied (such as a slot past the map).
+    Invalid(String),
+    /// Another failed system call.
+    Os {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl BpfError {
+    /// The error for a failed `bpf(2)` call while doing `what`.
+    fn from_os(what: &str, e: io::Error) -> BpfError {
+        match e.raw_os_error() {
+            Some(libc::EPERM) => BpfError::NotPermitted,
+            Some(libc::ENOSYS) => BpfError::Unsupported,
+            _ => BpfError::Os {
+                what: what.into(),
+                source: e,
+            },
+        }
+    }
+}
+
+impl fmt::Display for BpfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BpfError::NotPermitted => f.write_str(
+                "BPF is not permitted: run as root, or with CAP_BPF and CAP_PERFMON",
+            ),
+            BpfError::Unsupported => f.write_str(
+                "this kernel has no BPF uprobe_multi links (they need Linux 6.6 or later, built with BPF)",
+            ),
+            BpfError::Verifier { log } => {
+                write!(f, "the kernel's verifier rejected the counting program:\n{log}")
+            }
+            BpfError::NoProcess(pid) => write!(f, "process {pid} does not exist or has exited"),
+            BpfError::File { path, source } if source.kind() == io::ErrorKind::NotFound => {
+                write!(f, "{} does not exist", path.display())
+            }
+            BpfError::File { path, source } => {
+                write!(f, "cannot attach to {}: {source}", path.display())
+            }
+            BpfError::Invalid(what) => f.write_str(what),
+            BpfError::Os { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for BpfError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BpfError::File { source, .. } | BpfError::Os { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<BpfError> for crate::Error {
+    fn from(e: BpfError) -> crate::Error {
+        match e {
+            BpfError::NotPermitted => crate::Error::NotPermitted(e.to_string()),
+            BpfError::NoProcess(pid) => crate::Error::NoProcess(pid),
+            BpfError::File { path, source } => crate::Error::Io { path, source },
+            BpfError::Os { what, source } => crate::Error::Os { what, source },
+            other => crate::Error::Invalid(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! [`ProbeCounter`]: hits per probe (`provider:name`) over the sites of one
+//! or more files, one uprobe_multi link per file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{MultiCounter, MultiSite};
+use crate::{AttachPoint, Error, KernelFeatures, Site, Target};
+
+/// Counts per probe, every site of a probe adding to one counter.
+#[derive(Debug)]
+pub struct ProbeCounter {
+    counter: MultiCounter,
+    names: Vec<String>,
+    sites: usize,
+}
+
+impl ProbeCounter {
+    /// Attaches the given sites of each file (an executable or shared
+    /// library) at `point`, one link per file with sites, counting the hits
+    /// of `target`. Either every file is attached or none.
+    pub fn attach<P: AsRef<Path>>(
+        files: &[(P, Vec<&Site>)],
+        point: AttachPoint,
+        target: Target,
+    ) -> Result<ProbeCounter, Error> {
+        let mut names: Vec<String> = files
+            .iter()
+            .flat_map(|(_, sites)| sites.iter().map(|s| s.probe()))
+            .collect();
+        names.sort();
+        names.dedup();
+        let features = KernelFeatures::detect();
+        let mut plan: Vec<(PathBuf, Vec<MultiSite>)> = vec![];
+        for (path, sites) in files {
+            let path = path.as_ref();
+            let multi = sites
+                .iter()
+                .map(|s| {
+                    let slot = names.binary_search(&s.probe()).unwrap_or(0) as u32;
+                    MultiSite::at(s, point, &features, path, slot)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            plan.push((path.into(), multi));
+        }
+        let mut counter = MultiCounter::new(names.len() as u32)?;
+        for (path, multi) in &plan {
+            counter.attach(path, multi, target)?;
+        }
+        let sites = plan.iter().map(|(_, m)| m.len()).sum();
+        Ok(ProbeCounter {
+            counter,
+            names,
+            sites,
+        })
+    }
+
+    /// How many sites are attached.
+    pub fn sites(&self) -> usize {
+        self.sites
+    }
+
+    /// Hits per probe (`provider:name`), summed over its sites.
+    pub fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+        let counts = self.counter.counts()?;
+        Ok(self.names.iter().cloned().zip(counts).collect())
+    }
+
+    /// The counter underneath.
+    pub fn counter(&self) -> &MultiCounter {
+        &self.counter
+    }
+}

@@ -1,0 +1,138 @@
+//! The counting program, assembled at run time: it adds 1 to the slot of a
+//! per-CPU array named by the attach cookie of the site that was hit.
+
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+
+use super::asm::{
+    add64_imm, atomic_add64, call, exit, jeq_imm, load_map_fd, mov64_imm, mov64_reg, store32, Insn,
+    R0, R1, R10, R2,
+};
+use super::sys::{bpf_fd, object_name, ProgLoadAttr, BPF_PROG_LOAD, BPF_PROG_TYPE_KPROBE};
+use super::sys::{
+    MapCreateAttr, BPF_MAP_CREATE, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_TRACE_UPROBE_MULTI,
+};
+use super::BpfError;
+
+/// `bpf_map_lookup_elem(map, key)`.
+const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
+/// `bpf_get_attach_cookie(ctx)`: for a uprobe_multi link, the site's cookie.
+const BPF_FUNC_GET_ATTACH_COOKIE: i32 = 174;
+
+/// The license the kernel is told; GPL-compatible, as some helpers require.
+const LICENSE: &[u8] = b"Dual MIT/GPL\0";
+
+/// The program for the counter map `map` (12 instructions):
+///
+/// ```text
+///  0: call bpf_get_attach_cookie      r0 = cookie (r1 is the context)
+///  1: *(u32 *)(r10 - 4) = r0          key = slot
+///  2: r2 = r10
+///  3: r2 += -4                        r2 = &key
+///  4: r1 = map (two instructions)
+///  6: call bpf_map_lookup_elem        r0 = this CPU's counter, or NULL
+///  7: if r0 == 0 goto 10              a cookie past the map's end
+///  8: r1 = 1
+///  9: lock *(u64 *)(r0 + 0) += r1
+/// 10: r0 = 0
+/// 11: exit
+/// ```
+pub(crate) fn count_program(map: i32) -> Vec<Insn> {
+    let mut p = vec![
+        call(BPF_FUNC_GET_ATTACH_COOKIE),
+        store32(R10, -4, R0),
+        mov64_reg(R2, R10),
+        add64_imm(R2, -4),
+    ];
+    p.extend(load_map_fd(R1, map));
+    p.extend([
+        call(BPF_FUNC_MAP_LOOKUP_ELEM),
+        jeq_imm(R0, 0, 2),
+        mov64_imm(R1, 1),
+        atomic_add64(R0, 0, R1),
+        mov64_imm(R0, 0),
+        exit(),
+    ]);
+    p
+}
+
+/// Creates the per-CPU array of `slots` 8-byte counters.
+pub(crate) fn create_counter_map(slots: u32) -> Result<OwnedFd, BpfError> {
+    let mut attr = MapCreateAttr {
+        map_type: BPF_MAP_TYPE_PERCPU_ARRAY,
+        key_size: 4,
+        value_size: 8,
+        max_entries: slots,
+        map_name: object_name("usdt_counts"),
+        ..MapCreateAttr::default()
+    };
+    // SAFETY: the attributes hold no pointers.
+    unsafe { bpf_fd(BPF_MAP_CREATE, &mut attr) }
+        .map_err(|e| BpfError::from_os("creating the counter map", e))
+}
+
+/// Loads `insns` as a uprobe_multi program; on a verifier rejection, loads
+/// again with the log on and returns it in the error.
+pub(crate) fn load_program(insns: &[Insn], name: &str) -> Result<OwnedFd, BpfError> {
+    match load(insns, name, None) {
+        Err(e)
+            if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EINVAL) =>
+        {
+            let mut log = vec![0u8; 1 << 16];
+            match load(insns, name, Some(&mut log)) {
+                Ok(fd) => Ok(fd),
+                Err(e2) => {
+                    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+                    let log = String::from_utf8_lossy(&log[..end]).trim().to_string();
+                    if log.is_empty() {
+                        Err(BpfError::from_os("loading the counting program", e2))
+                    } else {
+                        Err(BpfError::Verifier { log })
+                    }
+                }
+            }
+        }
+        r => r.map_err(|e| BpfError::from_os("loading the counting program", e)),
+    }
+}
+
+fn load(insns: &[Insn], name: &str, log: Option<&mut [u8]>) -> std::io::Result<OwnedFd> {
+    let (log_level, log_size, log_buf) = match log {
+        Some(buf) => (1, buf.len() as u32, buf.as_mut_ptr() as u64),
+        None => (0, 0, 0),
+    };
+    let mut attr = ProgLoadAttr {
+        prog_type: BPF_PROG_TYPE_KPROBE,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: LICENSE.as_ptr() as u64,
+        log_level,
+        log_size,
+        log_buf,
+        prog_name: object_name(name),
+        expected_attach_type: BPF_TRACE_UPROBE_MULTI,
+        ..ProgLoadAttr::default()
+    };
+    // SAFETY: the instructions, the license and the log buffer outlive the
+    // call, and the log's size is its length.
+    unsafe { bpf_fd(BPF_PROG_LOAD, &mut attr) }
+}
+
+/// Loads the counting program for `map`.
+pub(crate) fn load_count_program(map: BorrowedFd<'_>) -> Result<OwnedFd, BpfError> {
+    load_program(&count_program(map.as_raw_fd()), "usdt_count")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_is_twelve_instructions_ending_in_exit() {
+        let p = count_program(3);
+        assert_eq!(p.len(), 12);
+        assert_eq!(p[11], exit());
+        // The jump lands on `r0 = 0`.
+        assert_eq!(p[7], jeq_imm(R0, 0, 2));
+        assert_eq!(p[10], mov64_imm(R0, 0));
+    }
+}

@@ -1,0 +1,117 @@
+//! What `usdt count` counts with: one BPF uprobe_multi link per file (every
+//! thread of a process, or every process running a file), or, where the
+//! kernel lacks those links or when asked, one perf event per site.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use usdt_trace::bpf::{uprobe_multi_support, ProbeCounter, UprobeMulti};
+use usdt_trace::{AttachPoint, Error, Site, Target, Tracer};
+
+/// The environment variable that chooses the engine when `--engine` is not
+/// given.
+pub(crate) const ENGINE_ENV: &str = "USDT_COUNT_ENGINE";
+
+/// Which engine counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Engine {
+    /// BPF where the kernel has uprobe_multi links, else perf (with a
+    /// notice).
+    #[default]
+    Auto,
+    /// BPF uprobe_multi links, or an error.
+    Bpf,
+    /// One perf event per site (per CPU for every process): counts only the
+    /// thread whose id is the process id.
+    Perf,
+}
+
+impl std::str::FromStr for Engine {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Engine, Error> {
+        match s {
+            "auto" => Ok(Engine::Auto),
+            "bpf" => Ok(Engine::Bpf),
+            "perf" => Ok(Engine::Perf),
+            _ => Err(Error::Invalid(format!(
+                "the engine is auto, bpf or perf, not \"{s}\""
+            ))),
+        }
+    }
+}
+
+impl Engine {
+    /// `--engine` if given, else `$USDT_COUNT_ENGINE`, else auto.
+    pub(crate) fn chosen(option: Option<Engine>) -> Result<Engine, Error> {
+        match (option, std::env::var(ENGINE_ENV)) {
+            (Some(e), _) => Ok(e),
+            (None, Ok(v)) if !v.is_empty() => v.parse(),
+            _ => Ok(Engine::Auto),
+        }
+    }
+
+    /// Whether to count with BPF for `target`; says in one line why not
+    /// when falling back.
+    fn uses_bpf(self, target: Target) -> bool {
+        match self {
+            Engine::Bpf => true,
+            Engine::Perf => false,
+            Engine::Auto => {
+                let support = uprobe_multi_support();
+                let fits = match target {
+                    Target::Pid(_) => support == UprobeMulti::Process,
+                    Target::AllProcesses => {
+                        matches!(support, UprobeMulti::Process | UprobeMulti::ThreadOnly)
+                    }
+                };
+                // Unknown (such as without privilege, where perf fails too
+                // and says why): no notice.
+                if !fits && !matches!(support, UprobeMulti::Unknown(_)) {
+                    let who = match target {
+                        Target::Pid(_) => "the main thread only",
+                        Target::AllProcesses => "one event per CPU",
+                    };
+                    eprintln!(
+                        "usdt: BPF uprobe_multi links: {support}; counting with one perf event per site ({who})"
+                    );
+                }
+                fits
+            }
+        }
+    }
+}
+
+/// The counts of either engine.
+pub(crate) enum Counter {
+    /// One uprobe_multi link per file.
+    Bpf(ProbeCounter),
+    /// One perf event per site.
+    Perf(Tracer),
+}
+
+impl Counter {
+    /// Attaches the given sites of each file at `point`, counting `target`.
+    pub(crate) fn attach(
+        engine: Engine,
+        files: &[(PathBuf, Vec<&Site>)],
+        point: AttachPoint,
+        target: Target,
+    ) -> Result<Counter, Error> {
+        if engine.uses_bpf(target) {
+            return Ok(Counter::Bpf(ProbeCounter::attach(files, point, target)?));
+        }
+        let mut tracer = Tracer::new(point);
+        for (path, sites) in files {
+            tracer.attach(path, sites.iter().copied(), target)?;
+        }
+        Ok(Counter::Perf(tracer))
+    }
+
+    /// Hits per probe (`provider:name`).
+    pub(crate) fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+        match self {
+            Counter::Bpf(c) => c.probe_counts(),
+            Counter::Perf(t) => t.probe_counts(),
+        }
+    }
+}
