@@ -104,11 +104,17 @@ fn counter_for(exe: &Path, target: Target) -> (MultiCounter, Vec<String>) {
 
 #[test]
 fn this_kernel_has_uprobe_multi_with_a_process_filter() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     assert_eq!(uprobe_multi_support(), UprobeMulti::Process);
 }
 
 #[test]
 fn a_pid_filter_counts_every_thread_of_its_process_only() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = multi("multi");
     let mut traced = Multi::start(&exe);
     let mut other = Multi::start(&exe);
@@ -128,6 +134,9 @@ fn a_pid_filter_counts_every_thread_of_its_process_only() {
 
 #[test]
 fn pid_0_counts_every_process_of_the_file_and_forked_children() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = multi("multi_all");
     let mut a = Multi::start(&exe);
     let mut b = Multi::start(&exe);
@@ -150,6 +159,9 @@ fn pid_0_counts_every_process_of_the_file_and_forked_children() {
 
 #[test]
 fn semaphores_are_up_while_attached_and_back_to_0_after_drop() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = multi("multi");
     let mut m = Multi::start(&exe);
     assert_eq!(m.run("sem"), "sem 0");
@@ -237,6 +249,9 @@ fn count_sites_exactly(exe: &Path, sites: &[Site], m: &mut Multi) -> (f64, f64) 
 
 #[test]
 fn ten_thousand_sites_through_one_link_counted_exactly() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = many_sites(10_000);
     let sites = read_file(&exe).unwrap();
     assert_eq!(sites.len(), 10_000);
@@ -256,6 +271,9 @@ fn ten_thousand_sites_through_one_link_counted_exactly() {
 
 #[test]
 fn a_missing_process_or_file_is_a_plain_error() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = multi("multi");
     let sites = read_file(&exe).unwrap();
     let (multi, names) = sites_by_probe(&exe, &sites);
@@ -293,6 +311,9 @@ fn eperm_child() {
 
 #[test]
 fn without_privilege_the_message_says_what_is_needed() {
+    if !common::ready(&[common::ROOT, common::SDT, common::SETPRIV]) {
+        return;
+    }
     // A copy any user can run.
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("eperm-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -413,6 +434,9 @@ impl Counting {
 
 #[test]
 fn count_command_counts_every_thread() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = multi("multi");
     let (out, _) = usdt_count(&["--", exe.to_str().unwrap()], &[], "threads 8 1000\n");
     let counts = common::parse_counts(&out);
@@ -421,6 +445,9 @@ fn count_command_counts_every_thread() {
 
 #[test]
 fn count_pid_counts_threads_started_after_attaching() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = multi("multi");
     let mut m = Multi::start(&exe);
     let counting = Counting::start(&["-p", &m.pid.to_string()]);
@@ -432,6 +459,9 @@ fn count_pid_counts_threads_started_after_attaching() {
 
 #[test]
 fn count_all_sums_every_process_and_a_forked_child() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = multi("multi_cli_all");
     let mut a = Multi::start(&exe);
     let mut b = Multi::start(&exe);
@@ -447,6 +477,9 @@ fn count_all_sums_every_process_and_a_forked_child() {
 
 #[test]
 fn the_forced_perf_engine_counts_the_same_on_the_main_thread() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
     let exe = multi("multi");
     let exe = exe.to_str().unwrap();
     let input = "guarded 25\n";
