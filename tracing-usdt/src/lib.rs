@@ -63,8 +63,8 @@ mod logfmt;
 use core::any::TypeId;
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::subscriber::Interest;
-use tracing_core::{Event, Level, Metadata, Subscriber};
-use tracing_subscriber::layer::Context;
+use tracing_core::{Dispatch, Event, Level, Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Layered};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Registry;
 
@@ -140,6 +140,14 @@ where
     fn on_layer(&mut self, _subscriber: &mut S) {
         self.alone
             .on_layer(TypeId::of::<S>() == TypeId::of::<Registry>());
+    }
+
+    fn on_register_dispatch(&self, dispatch: &Dispatch) {
+        let directly_over_registry = dispatch
+            .downcast_ref::<Layered<UsdtLayer, Registry>>()
+            .and_then(|l| l.downcast_ref::<UsdtLayer>())
+            .is_some_and(|l| core::ptr::eq(l, self));
+        self.alone.on_register_dispatch(directly_over_registry);
     }
 
     fn register_callsite(&self, _metadata: &'static Metadata<'static>) -> Interest {
@@ -226,7 +234,8 @@ where
             return Some(self as *const Self as *const ());
         }
         // `tracing-subscriber` asks this way whether the layer, or the stack
-        // it is in, has per-layer filters: see `alone`.
+        // it is in, has per-layer filters, or is an `Option::None`: see
+        // `alone`.
         if id != TypeId::of::<Registry>() {
             self.alone.on_downcast();
         }

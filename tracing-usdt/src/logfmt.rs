@@ -14,6 +14,8 @@ const CAP: usize = usdt::STR_MAX;
 pub(crate) struct Buf {
     bytes: [u8; CAP],
     len: usize,
+    /// A write was cut short: the buffer takes nothing more.
+    full: bool,
 }
 
 impl Buf {
@@ -21,6 +23,7 @@ impl Buf {
         Buf {
             bytes: [0; CAP],
             len: 0,
+            full: false,
         }
     }
 
@@ -35,13 +38,18 @@ impl Buf {
 
     fn clear(&mut self) {
         self.len = 0;
+        self.full = false;
     }
 }
 
 impl Write for Buf {
     /// Appends `s`, or as much of it as fits cut at a character boundary;
-    /// `Err` once full, so that a long `Debug` output stops early.
+    /// `Err` once cut, and for every write after that, so that a long `Debug`
+    /// output stops early and nothing follows a cut value.
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.full {
+            return Err(fmt::Error);
+        }
         let room = CAP - self.len;
         let mut n = s.len().min(room);
         while !s.is_char_boundary(n) {
@@ -50,6 +58,7 @@ impl Write for Buf {
         self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
         self.len += n;
         if n < s.len() {
+            self.full = true;
             Err(fmt::Error)
         } else {
             Ok(())
@@ -100,7 +109,7 @@ impl<'a> Logfmt<'a> {
     /// Appends ` key=value` (no space before the first pair), the value
     /// formatted by `format`.
     fn pair(&mut self, key: &str, format: impl FnOnce(&mut Buf) -> fmt::Result) {
-        if self.fields.len == CAP {
+        if self.fields.full {
             return;
         }
         self.scratch.clear();
@@ -164,7 +173,10 @@ mod tests {
         let long = "é".repeat(200); // 400 bytes
         assert!(b.write_str(&long).is_err());
         assert_eq!(b.as_str().len(), 254);
-        assert!(b.write_str("x").is_err());
+        assert!(
+            b.write_str("x").is_err(),
+            "one byte left, but the value was cut"
+        );
         assert_eq!(b.as_str(), "é".repeat(127));
     }
 }
