@@ -130,6 +130,6 @@ fn layers_stacked_on_it_see_everything() {
 
 #[test]
 fn the_example_formats_nothing_untraced() {
-    let out = common::run_ok(&mut common::limited(common::demo()).arg("5"));
+    let out = common::run_ok(common::limited(common::demo()).arg("5"));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "displayed 0\n");
 }
