@@ -25,7 +25,7 @@ const ATTACHED_ROWS: [&str; 6] = [
     "oxide-usdt",
     "probe-crate",
 ];
-const IDLE_KEYS: [&str; 7] = [
+const IDLE_KEYS: [&str; 10] = [
     "bare",
     "usdt",
     "usdt-lazy",
@@ -33,6 +33,9 @@ const IDLE_KEYS: [&str; 7] = [
     "c-sdt",
     "oxide-usdt",
     "probe-crate",
+    "tracing-registry",
+    "tracing-usdt-idle",
+    "tracing-fmt",
 ];
 
 fn cargo() -> Command {
@@ -146,4 +149,15 @@ fn quick_json_has_every_row() {
     // The eager probe with register arguments is its two nops, at most.
     assert!(idle["usdt"].as_f64().unwrap() <= 2.0, "{idle}");
     assert!(idle["usdt-lazy"].as_f64().unwrap() <= 4.0, "{idle}");
+    // An untraced event costs less with tracing-usdt's layer alone than with
+    // a bare Registry: the layer drops it before it is built.
+    let tracing = |key: &str| idle[key].as_f64().unwrap();
+    assert!(
+        tracing("tracing-usdt-idle") < tracing("tracing-registry"),
+        "{idle}"
+    );
+    assert!(
+        tracing("tracing-registry") < tracing("tracing-fmt"),
+        "{idle}"
+    );
 }

@@ -11,6 +11,9 @@ use std::process::{Command, Stdio};
 
 const N1: u64 = 1_000_000;
 const N2: u64 = 2_000_000;
+/// The `tracing` loops cost up to thousands of instructions per iteration:
+/// they run this many times fewer iterations.
+const TRACING_SCALE: u64 = 100;
 
 /// The loops counted, as (key in the JSON, program, argument of
 /// `--callgrind-child`). `bare` first: the others are reported against it.
@@ -22,6 +25,9 @@ pub fn jobs(bench: &Path, peers: Option<&Path>) -> Vec<(&'static str, PathBuf, &
         ("usdt-str", bench.to_owned(), "usdt-str"),
         ("c-sdt", bench.to_owned(), "c-sdt"),
         ("probe-crate", bench.to_owned(), "probe-crate"),
+        ("tracing-registry", bench.to_owned(), "tracing-registry"),
+        ("tracing-usdt-idle", bench.to_owned(), "tracing-usdt-idle"),
+        ("tracing-fmt", bench.to_owned(), "tracing-fmt"),
     ];
     if let Some(peers) = peers {
         // The helper's own bare loop, to check it compiles like ours.
@@ -42,9 +48,15 @@ pub fn available() -> Result<(), String> {
 
 /// Instructions per iteration of `program --callgrind-child LOOP N`.
 pub fn per_iteration(program: &Path, name: &str) -> Result<f64, String> {
-    let i1 = instructions(program, name, N1)?;
-    let i2 = instructions(program, name, N2)?;
-    Ok((i2 as f64 - i1 as f64) / (N2 - N1) as f64)
+    let scale = if name.starts_with("tracing") {
+        TRACING_SCALE
+    } else {
+        1
+    };
+    let (n1, n2) = (N1 / scale, N2 / scale);
+    let i1 = instructions(program, name, n1)?;
+    let i2 = instructions(program, name, n2)?;
+    Ok((i2 as f64 - i1 as f64) / (n2 - n1) as f64)
 }
 
 /// Total instructions (`Ir`) of one child under callgrind.

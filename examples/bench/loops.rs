@@ -78,6 +78,43 @@ pub fn c_sdt(n: u64) {
         .run(n);
 }
 
+/// `tracing::info!` under a bare `Registry`, the reference for the next two.
+#[inline(never)]
+pub fn tracing_registry(n: u64) {
+    tracing::subscriber::set_global_default(tracing_subscriber::registry())
+        .expect("the first subscriber");
+    tracing_info(n);
+}
+
+/// `tracing::info!` with tracing-usdt's layer alone, nothing attached: the
+/// layer drops the event after its semaphore check.
+#[inline(never)]
+pub fn tracing_usdt_idle(n: u64) {
+    use tracing_subscriber::prelude::*;
+    tracing_subscriber::registry()
+        .with(tracing_usdt::layer())
+        .init();
+    tracing_info(n);
+}
+
+/// `tracing::info!` with the fmt layer, writing to a sink.
+#[inline(never)]
+pub fn tracing_fmt(n: u64) {
+    use tracing_subscriber::prelude::*;
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink))
+        .init();
+    tracing_info(n);
+}
+
+/// The loop of the `tracing` rows: one event with one field.
+#[inline(never)]
+fn tracing_info(n: u64) {
+    for i in 0..n {
+        tracing::info!(i, "tick");
+    }
+}
+
 /// The probes of this binary the attached rows use, as (provider, name).
 pub const HIT: (&str, &str) = ("bench", "hit");
 /// Our semaphore-gated probe.
@@ -99,6 +136,9 @@ pub fn by_name(name: &str) -> Option<fn(u64)> {
         "usdt-str" => text,
         "c-sdt" => c_sdt,
         "probe-crate" => probe_crate,
+        "tracing-registry" => tracing_registry,
+        "tracing-usdt-idle" => tracing_usdt_idle,
+        "tracing-fmt" => tracing_fmt,
         _ => return None,
     })
 }

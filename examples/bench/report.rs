@@ -125,6 +125,15 @@ impl Report {
             ("c-sdt", "C <sys/sdt.h>, 2 args"),
             ("oxide-usdt", "oxidecomputer usdt 0.6, 2 args"),
             ("probe-crate", "probe 0.5, 2 args"),
+            (
+                "tracing-registry",
+                "tracing info!(i, \"tick\"), a bare Registry",
+            ),
+            (
+                "tracing-usdt-idle",
+                "the same, tracing_usdt::layer() alone, untraced",
+            ),
+            ("tracing-fmt", "the same, the fmt layer writing to a sink"),
         ];
         for (key, what) in targets {
             let value = match idle.get(key) {
@@ -132,7 +141,7 @@ impl Report {
                 Some(v) => format!("{v:+.2}"),
                 None => "-".into(),
             };
-            s += &format!("{key:<15} : {value:>8}  {what}\n");
+            s += &format!("{key:<17} : {value:>8}  {what}\n");
         }
         s
     }
