@@ -19,6 +19,16 @@ usdt:BIN:tracing:event { printf("event %d %d %s\n", arg0, arg1, str(arg2)); prin
 
 #[test]
 fn bpftrace_reads_spans_and_events() {
+    if !usdt_provision::ready(&[
+        usdt_provision::Need::root("it attaches uprobes"),
+        usdt_provision::Need::tracefs("bpftrace creates uprobe events in it"),
+        usdt_provision::Need::package(
+            usdt_provision::BPFTRACE,
+            "the tests read the layer's probes with it",
+        ),
+    ]) {
+        return;
+    }
     common::tracing_env();
     let demo = common::demo();
     let script = SCRIPT.replace("BIN", &demo.to_string_lossy());

@@ -6,6 +6,12 @@ mod common;
 
 #[test]
 fn gdb_stops_at_tracing_event_and_reads_its_arguments() {
+    if !usdt_provision::ready(&[usdt_provision::Need::package(
+        usdt_provision::GDB,
+        "the test stops at the layer's probes with it",
+    )]) {
+        return;
+    }
     let demo = common::demo();
     let out = common::run_ok(
         common::limited("gdb")

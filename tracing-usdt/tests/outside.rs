@@ -68,6 +68,16 @@ fn outside_program() -> PathBuf {
 
 #[test]
 fn outside_program_untraced_formats_nothing_and_bpftrace_reads_it() {
+    if !usdt_provision::ready(&[
+        usdt_provision::Need::root("it attaches uprobes"),
+        usdt_provision::Need::tracefs("bpftrace creates uprobe events in it"),
+        usdt_provision::Need::package(
+            usdt_provision::BPFTRACE,
+            "the tests read the layer's probes with it",
+        ),
+    ]) {
+        return;
+    }
     let program = outside_program();
     let out = common::run_ok(common::limited(&program).arg("3"));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "formatted 0\n");

@@ -5,6 +5,9 @@ mod common;
 
 #[test]
 fn usdt_trace_shows_events() {
+    if !usdt_provision::ready(&[usdt_provision::Need::root("it attaches uprobes")]) {
+        return;
+    }
     common::tracing_env();
     let out = common::run_ok(
         common::limited(common::usdt())
