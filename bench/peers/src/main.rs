@@ -1,6 +1,6 @@
 //! The bench loop with a probe of crates.io `usdt` 0.6 (oxidecomputer), in a
 //! process of its own: that package is also named `usdt`, so it cannot share
-//! a dependency graph with ours. `examples/bench` builds this binary, starts
+//! a dependency graph with ours. `bench/` (package usdt-bench) builds this binary, starts
 //! it, attaches to its probe by pid, and asks it to run the loop.
 //!
 //! ```text

@@ -40,7 +40,7 @@ pub fn get() -> Result<&'static CLoop, String> {
 }
 
 fn source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/c/loop.c")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("c/loop.c")
 }
 
 fn load() -> Result<CLoop, String> {

@@ -12,18 +12,18 @@ use crate::timing::Loop;
 
 /// The helper's manifest, in this repository.
 fn manifest() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/peers/Cargo.toml")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/Cargo.toml")
 }
 
-/// A directory beside this example's own build, for what the bench builds at
-/// run time (`<target>/release/examples/bench` gives `<target>/NAME`), so that
+/// A directory beside the bench's own build, for what it builds at run time
+/// (`<target>/release/bench` gives `<target>/NAME`), so that
 /// it is built once per target directory and `cargo clean` removes it.
 pub fn beside_bench(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
-    match exe.ancestors().nth(3) {
-        Some(target) if exe.parent().is_some_and(|p| p.ends_with("examples")) => target.join(name),
+    match exe.ancestors().nth(2) {
+        Some(target) if target.join("CACHEDIR.TAG").exists() => target.join(name),
         _ => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
+            .join("../target")
             .join(name),
     }
 }

@@ -2,7 +2,7 @@
 //! traced, beside upstream's `run_bench_uprobes.sh` rows.
 //!
 //! ```text
-//! cargo run --release --example bench [-- --quick] [--json FILE] [--svg FILE]
+//! cargo run --release -p usdt-bench [-- --quick] [--json FILE] [--svg FILE]
 //! ```
 //!
 //! Prints a table on stdout; progress goes to stderr. Attached rows need root

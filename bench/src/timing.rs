@@ -109,7 +109,6 @@ mod tests {
     fn mean_and_stddev() {
         let m = Measured {
             rates: vec![1.0, 2.0, 3.0],
-            iterations: 0,
         };
         assert_eq!(m.mean(), 2.0);
         assert_eq!(m.stddev(), 1.0);
