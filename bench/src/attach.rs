@@ -15,13 +15,22 @@ pub enum At {
     Next,
     /// Where usdt-trace's feature detection says (Location + 1 on 6.18 - 7.2).
     Auto,
+    /// At Location + 1, counted by a BPF program on one uprobe_multi link
+    /// instead of a perf counter.
+    NextBpf,
+}
+
+/// What counts the hits.
+enum Counter {
+    Perf(usdt_trace::Tracer),
+    Bpf(usdt_trace::bpf::MultiCounter),
 }
 
 /// A uprobe attached for one row; dropping it detaches.
 pub struct Attached {
     /// What the table's `attach` column says.
     pub describe: String,
-    tracer: usdt_trace::Tracer,
+    counter: Counter,
     /// The address of the attached instruction in the traced process.
     addr: u64,
     pid: u32,
@@ -50,13 +59,28 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
     };
     let point = match at {
         At::Nop => AttachPoint::Nop,
-        At::Next => AttachPoint::Next,
+        At::Next | At::NextBpf => AttachPoint::Next,
         At::Auto => AttachPoint::Auto,
     };
-    let mut tracer = usdt_trace::Tracer::new(point);
-    tracer.attach(exe, &sites, Target::Pid(pid)).map_err(e)?;
-    let attached = &tracer.sites()[0];
-    let insn = match attached.offset - first.location_offset.unwrap_or(attached.offset) {
+    let (counter, offset) = if at == At::NextBpf {
+        let features = usdt_trace::KernelFeatures::detect();
+        let multi = sites
+            .iter()
+            .map(|s| usdt_trace::bpf::MultiSite::at(s, point, &features, exe, 0))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(e)?;
+        let mut counter = usdt_trace::bpf::MultiCounter::new(1).map_err(|x| e(x.into()))?;
+        counter
+            .attach(exe, &multi, Target::Pid(pid))
+            .map_err(|x| e(x.into()))?;
+        (Counter::Bpf(counter), multi[0].offset)
+    } else {
+        let mut tracer = usdt_trace::Tracer::new(point);
+        tracer.attach(exe, &sites, Target::Pid(pid)).map_err(e)?;
+        let offset = tracer.sites()[0].offset;
+        (Counter::Perf(tracer), offset)
+    };
+    let insn = match offset - first.location_offset.unwrap_or(offset) {
         0 => "nop",
         _ => "nop5",
     };
@@ -67,15 +91,16 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
     };
     let describe = match at {
         At::Auto => format!("auto={insn}{sema}"),
+        At::NextBpf => format!("{insn}{sema} bpf"),
         _ => format!("{insn}{sema}"),
     };
-    let addr = runtime_address(pid, exe, attached.offset)?;
-    let delta = attached.offset - first.location_offset.unwrap_or(attached.offset);
+    let addr = runtime_address(pid, exe, offset)?;
+    let delta = offset - first.location_offset.unwrap_or(offset);
     // The site's own bytes: the nop and, when there is one, the nop5.
     let original = first.bytes[..first.bytes.len().min(6)].to_vec();
     Ok(Attached {
         describe,
-        tracer,
+        counter,
         addr,
         pid,
         location: addr - delta,
@@ -105,7 +130,7 @@ impl Attached {
     /// Detaches, and checks that the kernel put the site's bytes back: a site
     /// left as a `call` into the trampoline would slow the next rows down.
     pub fn detach(self) -> Result<(), String> {
-        drop(self.tracer);
+        drop(self.counter);
         let mut now = vec![0; self.original.len()];
         read_mem(self.pid, self.location, &mut now)
             .map_err(|e| format!("reading the site back: {e}"))?;
@@ -120,8 +145,13 @@ impl Attached {
 
     /// Hits counted so far.
     pub fn count(&self) -> Result<u64, String> {
-        let counts = self.tracer.probe_counts().map_err(|e| e.to_string())?;
-        Ok(counts.values().sum())
+        match &self.counter {
+            Counter::Perf(tracer) => {
+                let counts = tracer.probe_counts().map_err(|e| e.to_string())?;
+                Ok(counts.values().sum())
+            }
+            Counter::Bpf(counter) => counter.count(0).map_err(|e| e.to_string()),
+        }
     }
 
     /// Did the kernel optimize the site: is the attached instruction now a

@@ -14,6 +14,7 @@ mod callgrind;
 mod csdt;
 mod loops;
 mod machine;
+mod many;
 mod peers;
 mod report;
 mod timing;
@@ -61,7 +62,7 @@ const fn row(
 
 /// The rows, in the order they run. `usdt-nop` runs before `usdt-nop5`: the
 /// `[uprobes-trampoline]` page stays mapped once the kernel created it.
-const ROWS: [Spec; 10] = [
+const ROWS: [Spec; 11] = [
     row("usermode-count", Runner::Here(loops::bare), None),
     row("syscall-count", Runner::Here(loops::syscall), None),
     row("usdt-idle", Runner::Here(loops::hit), None),
@@ -75,6 +76,11 @@ const ROWS: [Spec; 10] = [
         "usdt-nop5",
         Runner::Here(loops::hit),
         Some((loops::HIT, At::Next)),
+    ),
+    row(
+        "usdt-nop5-bpf",
+        Runner::Here(loops::hit),
+        Some((loops::HIT, At::NextBpf)),
     ),
     row(
         "usdt-lazy",
@@ -100,15 +106,19 @@ const ROWS: [Spec; 10] = [
 
 struct Options {
     plan: Plan,
+    /// Only the many-sites section.
+    many_only: bool,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: bench [--quick] [--json FILE] [--svg FILE] | bench --prepare";
+const USAGE: &str =
+    "usage: bench [--quick] [--many-only] [--json FILE] [--svg FILE] | bench --prepare";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         plan: Plan::FULL,
+        many_only: false,
         json: None,
         svg: None,
     };
@@ -121,6 +131,7 @@ fn options(args: &[String]) -> Result<Options, String> {
         };
         match arg.as_str() {
             "--quick" => o.plan = Plan::QUICK,
+            "--many-only" => o.many_only = true,
             "--json" => o.json = Some(file()?),
             "--svg" => o.svg = Some(file()?),
             "-h" | "--help" => {
@@ -182,6 +193,13 @@ fn cannot_attach() -> Option<String> {
 }
 
 fn run(opts: Options) -> Result<(), String> {
+    if opts.many_only {
+        match many::run(opts.plan.runs == 1) {
+            Ok((rows, failed)) => print!("{}", many::table(&rows, &failed)),
+            Err(why) => return Err(format!("many sites not measured: {why}")),
+        }
+        return Ok(());
+    }
     let machine = machine::Machine::probe();
     let clock = machine::CpuClock::now();
     let exe =
@@ -216,6 +234,7 @@ fn run(opts: Options) -> Result<(), String> {
         skipped: Vec::new(),
         idle: Ok(BTreeMap::new()),
         others: 0.0,
+        many: Err("not run".into()),
     };
     if let Err(e) = &c_loop {
         jobs.retain(|(key, _, _)| *key != "c-sdt");
@@ -298,6 +317,11 @@ fn run(opts: Options) -> Result<(), String> {
         }
         idle_instructions(&jobs, &bar)
     });
+    bar.set_message("many sites");
+    if bar.is_hidden() {
+        eprintln!("bench: the many-sites section ...");
+    }
+    report.many = many::run(opts.plan.runs == 1);
     bar.finish_and_clear();
     report.others = clock.others_since();
 

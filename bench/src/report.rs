@@ -45,7 +45,13 @@ pub struct Report {
     pub idle: Idle,
     /// CPUs' worth of other processes' work while the bench ran.
     pub others: f64,
+    /// The many-sites section (rows, and the runs that failed), or why it
+    /// did not run.
+    pub many: Many,
 }
+
+/// The many-sites section's outcome.
+pub type Many = Result<(Vec<crate::many::ManyRow>, Vec<(String, String)>), String>;
 
 impl Report {
     fn reference(&self) -> Option<f64> {
@@ -53,6 +59,16 @@ impl Report {
             .iter()
             .find(|r| r.name == REFERENCE)
             .map(|r| r.mops)
+    }
+
+    /// An attached row's rate over `syscall-count`'s: upstream's yardstick
+    /// (its optimized nop5 row runs at 0.49 of its syscall row).
+    fn syscall_ratio(&self, row: &Row) -> Option<f64> {
+        self.rows
+            .iter()
+            .find(|r| r.name == "syscall-count")
+            .filter(|_| row.attached)
+            .map(|s| row.mops / s.mops)
     }
 
     fn ratio(&self, row: &Row) -> Option<f64> {
@@ -79,8 +95,8 @@ impl Report {
             self.plan.run_time.as_secs_f64()
         );
         s += &format!(
-            "{:<15}   {:>22}  {:<16} {:<9} {}\n",
-            "row", "mean ± sd", "attach", "optimized", "vs c-sdt-nop"
+            "{:<15}   {:>22}  {:<16} {:<9} {:<12} {}\n",
+            "row", "mean ± sd", "attach", "optimized", "vs c-sdt-nop", "vs syscall"
         );
         for r in &self.rows {
             let rate = format!("{:.3} ± {:.3}M/s", r.mops, r.stddev);
@@ -90,8 +106,11 @@ impl Report {
                 (true, false) => "no",
             };
             let ratio = self.ratio(r).map_or("-".into(), |x| format!("{x:.2}x"));
+            let syscall = self
+                .syscall_ratio(r)
+                .map_or("-".into(), |x| format!("{x:.2}x"));
             s += &format!(
-                "{:<15} : {rate:>22}  {:<16} {opt:<9} {ratio}\n",
+                "{:<15} : {rate:>22}  {:<16} {opt:<9} {ratio:<12} {syscall}\n",
                 r.name, r.attach
             );
         }
@@ -107,6 +126,10 @@ impl Report {
             s += &format!("# skipped {}: {why}.\n", names.join(", "));
         }
         s += &self.idle_table();
+        match &self.many {
+            Ok((rows, failed)) => s += &crate::many::table(rows, failed),
+            Err(why) => s += &format!("# many sites not measured: {why}\n"),
+        }
         s
     }
 
@@ -160,6 +183,7 @@ impl Report {
                     "attach": r.attach,
                     "optimized": r.optimized,
                     "ratio_to_c_sdt_nop": self.ratio(r),
+                    "ratio_to_syscall_count": self.syscall_ratio(r),
                 })
             })
             .collect();
@@ -183,6 +207,10 @@ impl Report {
                 doc["idle_instructions"] = json!({});
                 doc["idle_instructions_skipped"] = json!(why);
             }
+        }
+        match &self.many {
+            Ok((rows, _)) => doc["many_sites"] = crate::many::json(rows),
+            Err(why) => doc["many_sites_skipped"] = json!(why),
         }
         doc
     }

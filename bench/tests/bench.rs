@@ -17,9 +17,10 @@ const IDLE_ROWS: [&str; 4] = [
     "usdt-idle",
     "usdt-idle-lazy",
 ];
-const ATTACHED_ROWS: [&str; 6] = [
+const ATTACHED_ROWS: [&str; 7] = [
     "usdt-nop",
     "usdt-nop5",
+    "usdt-nop5-bpf",
     "usdt-lazy",
     "c-sdt-nop",
     "oxide-usdt",
@@ -129,6 +130,26 @@ fn quick_json_has_every_row() {
             "{name}"
         );
         assert!(stdout.contains(name), "the table has no {name}\n{stdout}");
+    }
+
+    // The many-sites section: as root every engine at its quick size, with
+    // exact counts (the bench leaves out a run whose counts are wrong).
+    if root {
+        let many = doc["many_sites"].as_array().expect("many_sites");
+        for engine in ["bpf-link", "perf-per-site", "bpftrace"] {
+            let row = many
+                .iter()
+                .find(|r| r["engine"] == engine)
+                .unwrap_or_else(|| panic!("many sites: no {engine} run\n{stdout}"));
+            assert!(row["attach_ms"].as_f64().is_some_and(|t| t > 0.0), "{row}");
+            assert!(row["fds"].as_u64().is_some_and(|n| n > 0), "{row}");
+        }
+        let bpf = many.iter().find(|r| r["engine"] == "bpf-link").unwrap();
+        // One map, one program, one link, whatever the number of sites.
+        assert_eq!(bpf["fds"], 3, "{bpf}");
+        assert_eq!(bpf["sites"], 1000, "{bpf}");
+    } else {
+        assert!(doc["many_sites_skipped"].is_string(), "{doc}");
     }
 
     let idle = &doc["idle_instructions"];
