@@ -4,13 +4,17 @@
 //! counting probe hits, running programs, and the environment tracers need.
 #![allow(dead_code)]
 
+pub mod cdylib;
 mod cell;
 mod check;
 mod trace;
 
 // Each test uses some of these.
 #[allow(unused_imports)]
-pub use cell::{standalone_package, Cell, CELL_BINS, HOST, RELEASE};
+pub use cell::{
+    standalone_package, Cell, CELL_BINS, HOST, O0, O1_THIN_GNU_LD, O2_NON_PIE, O3_FAT_ABORT,
+    OS_THIN_NON_PIE_GNU_LD, OZ_FAT_GNU_LD, RELEASE, SHAPES,
+};
 #[allow(unused_imports)]
 pub use check::{check_notes, expected, Expected};
 #[allow(unused_imports)]
