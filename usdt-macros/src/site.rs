@@ -231,23 +231,30 @@ fn note(l: &mut Vec<String>, site: &Site, ty: &str, arg: impl Fn(usize) -> Vec<S
         ".byte 0".to_owned(),
         "994: .balign 4".to_owned(),
         ".popsection".to_owned(),
-        // .stapsdt.base: one byte, defined once per object file (`.ifndef`)
-        // and once per linked object (a COMDAT group), hidden and weak as
-        // sys/sdt.h defines it. Allocated and executable ("ax"), so that
-        // every linker puts it in the code segment, beside the sites: perf
-        // turns Location into a file offset with this section's own offset
-        // minus Base, which is right only when the section and the sites
-        // share a segment's vaddr - offset (LLD maps read-only and code
-        // sections at different ones). Retained ("R"), so `--gc-sections`
-        // keeps it although only the non-allocated note refers to it. The
-        // group is ours, not sys/sdt.h's `.stapsdt.base`: a C object's
-        // read-only member linked first would otherwise replace this one.
-        // Beside it, the linker puts both into one executable output section.
-        ".ifndef _.stapsdt.base".to_owned(),
+        // .stapsdt.base: our one-byte member, once per object file (the
+        // `.L` marker) and once per linked object (a COMDAT group).
+        // Allocated and executable ("ax"), so that every linker puts the
+        // output section in the code segment, beside the sites: perf turns
+        // Location into a file offset with this section's own offset minus
+        // Base, which is right only when the section and the sites share a
+        // segment's vaddr - offset (LLD maps read-only and code sections at
+        // different ones). Retained ("R"), so `--gc-sections` keeps it
+        // although only the non-allocated note refers to it. The group is
+        // ours, not sys/sdt.h's `.stapsdt.base`: a read-only member of that
+        // group (a C object, the `probe` crate) linked first would replace
+        // ours; beside it, the one output section is executable.
+        ".ifndef .L__usdt_stapsdt_base".to_owned(),
+        ".set .L__usdt_stapsdt_base, 1".to_owned(),
         format!(".pushsection .stapsdt.base, \"axGR\", {ty}progbits, __usdt_stapsdt_base, comdat"),
+        // `_.stapsdt.base` itself, hidden and weak as sys/sdt.h defines it,
+        // unless another probe library's template in this object file
+        // already did (in a member placed before this one).
+        ".ifndef _.stapsdt.base".to_owned(),
         ".weak _.stapsdt.base".to_owned(),
         ".hidden _.stapsdt.base".to_owned(),
-        "_.stapsdt.base: .space 1".to_owned(),
+        "_.stapsdt.base:".to_owned(),
+        ".endif".to_owned(),
+        ".space 1".to_owned(),
         ".popsection".to_owned(),
         ".endif".to_owned(),
     ]);
