@@ -144,7 +144,7 @@ impl Session {
             }
         }
         for site in &probes.sites {
-            let sizes = site.args.iter().map(|a| a.size as u8).collect();
+            let sizes = site.args.iter().map(|a| a.size).collect();
             session.sizes.insert(site.probe(), sizes);
         }
         session.check_offsets(&probes);
