@@ -7,63 +7,14 @@
 
 mod common;
 
+use common::cdylib::{built, LIB};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use usdt_trace::{AttachPoint, SiteLayout, Target, Tracer};
 
-const LIB: &str = "libusdt_cdylib.so";
 const FIRES: u64 = 10;
-
-/// The library, the Rust loader and the C loader, built once per process.
-struct Built {
-    lib: PathBuf,
-    rust: PathBuf,
-    c: PathBuf,
-}
-
-fn built() -> &'static Built {
-    static BUILT: OnceLock<Built> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let root = common::root();
-        let src = root.join("tests").join("cdylib");
-        let dir = root.join("target").join("shapes").join("cdylib");
-        let targets = format!(
-            "[lib]\nname = \"usdt_cdylib\"\npath = {:?}\ncrate-type = [\"cdylib\"]\n\n\
-             [[bin]]\nname = \"dlopen\"\npath = {:?}\n\n",
-            src.join("lib.rs").display().to_string(),
-            src.join("dlopen.rs").display().to_string()
-        );
-        let pkg = common::standalone_package(&dir.join("pkg"), "usdt-cdylib", &targets);
-        let target_dir = dir.join("target");
-        common::run_ok(
-            Command::new(env!("CARGO"))
-                .current_dir(&pkg)
-                .args(["build", "--quiet", "--release", "--lib", "--bins"])
-                .arg("--target-dir")
-                .arg(&target_dir)
-                .env_remove("RUSTFLAGS")
-                .env_remove("CARGO_TARGET_DIR")
-                .env_remove("CARGO_BUILD_TARGET"),
-        );
-        let c = target_dir.join("dlopen_c");
-        common::run_ok(
-            Command::new("cc")
-                .args(["-O2", "-Wall", "-Werror", "-o"])
-                .arg(&c)
-                .arg(src.join("main.c"))
-                .arg("-ldl"),
-        );
-        let release = target_dir.join("release");
-        Built {
-            lib: release.join(LIB),
-            rust: release.join("dlopen"),
-            c,
-        }
-    })
-}
 
 fn expected() -> common::Expected {
     [

@@ -66,8 +66,14 @@ pub fn run(quick: bool) -> Result<(Vec<ManyRow>, Vec<(String, String)>), String>
     }
     usdt_provision::ensure(&[
         Need::package(GCC, "the bench compiles its many-sites program"),
-        Need::package(SDT, "the many-sites program's probes are <sys/sdt.h> probes"),
-        Need::package(BPFTRACE, "the many-sites section compares bpftrace's attach"),
+        Need::package(
+            SDT,
+            "the many-sites program's probes are <sys/sdt.h> probes",
+        ),
+        Need::package(
+            BPFTRACE,
+            "the many-sites section compares bpftrace's attach",
+        ),
     ])
     .map_err(|e| e.to_string())?;
     let mut rows = vec![];

@@ -52,6 +52,94 @@ pub const RELEASE: Cell = Cell {
     target: HOST,
 };
 
+/// opt-level 0, no LTO, 16 codegen units, debug info, PIE, LLD.
+pub const O0: Cell = Cell {
+    name: "o0",
+    opt_level: "0",
+    lto: "false",
+    codegen_units: 16,
+    panic_abort: false,
+    debug: true,
+    non_pie: false,
+    gnu_ld: false,
+    target: HOST,
+};
+
+/// opt-level 1, thin LTO, no debug info, GNU ld.
+pub const O1_THIN_GNU_LD: Cell = Cell {
+    name: "o1-thin-gnu-ld",
+    opt_level: "1",
+    lto: "\"thin\"",
+    codegen_units: 16,
+    panic_abort: false,
+    debug: false,
+    non_pie: false,
+    gnu_ld: true,
+    target: HOST,
+};
+
+/// opt-level 2, one codegen unit, debug info, non-PIE, LLD.
+pub const O2_NON_PIE: Cell = Cell {
+    name: "o2-non-pie",
+    opt_level: "2",
+    lto: "false",
+    codegen_units: 1,
+    panic_abort: false,
+    debug: true,
+    non_pie: true,
+    gnu_ld: false,
+    target: HOST,
+};
+
+/// opt-level 3, fat LTO, one codegen unit, `panic = "abort"`, LLD.
+pub const O3_FAT_ABORT: Cell = Cell {
+    name: "o3-fat-abort",
+    opt_level: "3",
+    lto: "\"fat\"",
+    codegen_units: 1,
+    panic_abort: true,
+    debug: false,
+    non_pie: false,
+    gnu_ld: false,
+    target: HOST,
+};
+
+/// opt-level "s", thin LTO, `panic = "abort"`, debug info, non-PIE, GNU ld.
+pub const OS_THIN_NON_PIE_GNU_LD: Cell = Cell {
+    name: "os-thin-non-pie-gnu-ld",
+    opt_level: "\"s\"",
+    lto: "\"thin\"",
+    codegen_units: 16,
+    panic_abort: true,
+    debug: true,
+    non_pie: true,
+    gnu_ld: true,
+    target: HOST,
+};
+
+/// opt-level "z", fat LTO, 16 codegen units, GNU ld.
+pub const OZ_FAT_GNU_LD: Cell = Cell {
+    name: "oz-fat-gnu-ld",
+    opt_level: "\"z\"",
+    lto: "\"fat\"",
+    codegen_units: 16,
+    panic_abort: false,
+    debug: false,
+    non_pie: false,
+    gnu_ld: true,
+    target: HOST,
+};
+
+/// The cells of `tests/shapes.rs`, which `tests/perf.rs` traces too.
+pub const SHAPES: [Cell; 6] = [
+    O0,
+    O1_THIN_GNU_LD,
+    O2_NON_PIE,
+    O3_FAT_ABORT,
+    OS_THIN_NON_PIE_GNU_LD,
+    OZ_FAT_GNU_LD,
+];
+
 impl Cell {
     /// The settings, in words, for messages.
     pub fn describe(&self) -> String {

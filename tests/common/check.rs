@@ -116,6 +116,14 @@ pub fn check_notes(path: &Path, expected: &Expected, layout: SiteLayout, what: &
         );
         let want = site_bytes(layout, probes.machine);
         let offset = site.location_offset.expect("Location has file bytes") as usize;
+        let true_offset = site.location - seg.vaddr + seg.offset;
+        assert_eq!(offset as u64, true_offset, "{what}: {probe} file offset");
+        check_perf_offset(
+            &base,
+            site.location,
+            true_offset,
+            &format!("{what}: {probe}"),
+        );
         assert_eq!(
             &data[offset..offset + want.len()],
             want,
@@ -176,6 +184,19 @@ pub fn check_notes(path: &Path, expected: &Expected, layout: SiteLayout, what: &
         }
     }
     probes
+}
+
+/// perf's arithmetic (`sdt_adjust_loc`): the file offset of a site is
+/// `.stapsdt.base`'s section file offset - Base + Location. It is the site's
+/// true file offset only when `.stapsdt.base` lies in a segment with the
+/// sites' vaddr - offset, which is why it is an executable section.
+fn check_perf_offset(base: &object::Section, location: u64, true_offset: u64, what: &str) {
+    let (section_offset, _) = base.file_range().expect(".stapsdt.base has file bytes");
+    let perf = (section_offset + location).wrapping_sub(base.address());
+    assert_eq!(
+        perf, true_offset,
+        "{what}: perf would put the uprobe at file offset {perf:#x}, the site is at {true_offset:#x}"
+    );
 }
 
 /// Arguments: size, sign, and a register named at exactly that width on

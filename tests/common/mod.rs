@@ -4,13 +4,17 @@
 //! counting probe hits, running programs, and the environment tracers need.
 #![allow(dead_code)]
 
+pub mod cdylib;
 mod cell;
 mod check;
 mod trace;
 
 // Each test uses some of these.
 #[allow(unused_imports)]
-pub use cell::{standalone_package, Cell, CELL_BINS, HOST, RELEASE};
+pub use cell::{
+    standalone_package, Cell, CELL_BINS, HOST, O0, O1_THIN_GNU_LD, O2_NON_PIE, O3_FAT_ABORT,
+    OS_THIN_NON_PIE_GNU_LD, OZ_FAT_GNU_LD, RELEASE, SHAPES,
+};
 #[allow(unused_imports)]
 pub use check::{check_notes, expected, Expected};
 #[allow(unused_imports)]
@@ -35,6 +39,16 @@ pub const BPFTRACE: Need = Need::package(
 );
 /// gdb, for the tests that stop at the probes.
 pub const GDB: Need = Need::package(usdt_provision::GDB, "the tests stop at probes with it");
+/// perf, for tests/perf.rs.
+pub const PERF: Need = Need::package(
+    usdt_provision::PERF,
+    "tests/perf.rs adds, counts and records the probes with perf",
+);
+/// `<sys/sdt.h>`, for the C probes linked with ours.
+pub const SDT: Need = Need::package(
+    usdt_provision::SDT,
+    "the tests link C <sys/sdt.h> probes with ours",
+);
 /// A C compiler, for the C programs the tests load our libraries into.
 pub const CC: Need = Need::package(usdt_provision::GCC, "the tests build C programs");
 

@@ -135,6 +135,7 @@ fn x86_64_template(site: &Site) -> Vec<String> {
     // The bytes are spelled out: an assembler is free to shorten a mnemonic
     // `nopl 0x0(%rax,%rax,1)`, and the kernel optimizes only these encodings.
     let mut l = vec!["990: .byte 0x90".to_owned(), long_nop.to_owned()];
+    base_reloc(&mut l);
     note(&mut l, site, "@", |i| {
         // The register at the argument's exact width: `.if` on the width
         // constant picks the operand modifier (al, ax, eax, rax). The low
@@ -169,6 +170,7 @@ fn x86_64_template(site: &Site) -> Vec<String> {
 
 fn aarch64_template(site: &Site) -> Vec<String> {
     let mut l = vec!["990: nop".to_owned()];
+    base_reloc(&mut l);
     // Consumers name aarch64 registers by their 64-bit `x` form, with the size
     // before the `@` telling how many low bytes hold the value.
     note(&mut l, site, "%", |i| {
@@ -229,18 +231,41 @@ fn note(l: &mut Vec<String>, site: &Site, ty: &str, arg: impl Fn(usize) -> Vec<S
         ".byte 0".to_owned(),
         "994: .balign 4".to_owned(),
         ".popsection".to_owned(),
-        // .stapsdt.base: one byte, defined once per object file (`.ifndef`)
-        // and once per linked object (a COMDAT group), hidden, and retained
-        // ("R") so `--gc-sections` keeps it although only the non-allocated
-        // note refers to it.
+        // .stapsdt.base: our one-byte member, once per object file (the
+        // `.L` marker) and once per linked object (a COMDAT group).
+        // Allocated and executable ("ax"), so that every linker puts the
+        // output section in the code segment, beside the sites: perf turns
+        // Location into a file offset with this section's own offset minus
+        // Base, which is right only when the section and the sites share a
+        // segment's vaddr - offset (LLD maps read-only and code sections at
+        // different ones). Retained ("R"), so `--gc-sections` keeps it
+        // although only the non-allocated note refers to it. The group is
+        // ours, not sys/sdt.h's `.stapsdt.base`: a read-only member of that
+        // group (a C object, the `probe` crate) linked first would replace
+        // ours; beside it, the one output section is executable.
+        ".ifndef .L__usdt_stapsdt_base".to_owned(),
+        ".set .L__usdt_stapsdt_base, 1".to_owned(),
+        format!(".pushsection .stapsdt.base, \"axGR\", {ty}progbits, __usdt_stapsdt_base, comdat"),
+        // `_.stapsdt.base` itself, hidden and weak as sys/sdt.h defines it,
+        // unless another probe library's template in this object file
+        // already did (in a member placed before this one).
         ".ifndef _.stapsdt.base".to_owned(),
-        format!(".pushsection .stapsdt.base, \"aGR\", {ty}progbits, .stapsdt.base, comdat"),
         ".weak _.stapsdt.base".to_owned(),
         ".hidden _.stapsdt.base".to_owned(),
-        "_.stapsdt.base: .space 1".to_owned(),
+        "_.stapsdt.base:".to_owned(),
+        ".endif".to_owned(),
+        ".space 1".to_owned(),
         ".popsection".to_owned(),
         ".endif".to_owned(),
     ]);
+}
+
+/// A relocation of no effect (R_X86_64_NONE, R_AARCH64_NONE) from the
+/// site's nop to `_.stapsdt.base`: the code that holds a site keeps
+/// `.stapsdt.base` alive under `--gc-sections` even where a linker ignores
+/// the retain flag. It changes no byte.
+fn base_reloc(l: &mut Vec<String>) {
+    l.push(".reloc 990b, BFD_RELOC_NONE, _.stapsdt.base".to_owned());
 }
 
 /// The semaphore itself: a 2-byte, 2-byte-aligned counter in `.probes`, which
