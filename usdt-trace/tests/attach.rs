@@ -34,11 +34,13 @@ fn rust_probes_at(point: AttachPoint) -> bool {
     let exe = example("traced");
     let sites = read_file_probes(&exe).unwrap().sites;
     assert!(sites.iter().all(|s| s.layout == SiteLayout::NopNop5));
-    // The kernel optimizes only a nop5 within one page.
+    // The kernel optimizes only a nop5 within one page: where the linker put
+    // a site decides (4 offsets in 4096), and a site across a page is
+    // emulated, counted just as exactly. The trampoline needs one that is not.
     let within_page = |s: &Site| (s.location + 1) / 4096 == (s.location + 5) / 4096;
     assert!(
-        sites.iter().all(within_page),
-        "a site's nop5 crosses a page: {sites:#?}"
+        sites.iter().any(within_page),
+        "every site's nop5 crosses a page: {sites:#?}"
     );
     let mut serve = Serve::start(&exe);
     let bias = bias(serve.pid, &exe);
