@@ -134,6 +134,28 @@ pub use usdt_macros::probe;
 
 pub use usdt_runtime::{KernelFeatures, SiteLayout, UprobeSyscall, STR_MAX};
 
+pub use usdt_runtime::{kind, ProbeArg};
+
+/// `#[derive(usdt::ProbeArg)]`: a struct with one field passes to probes as
+/// that field, with the field's size and [`kind`].
+///
+/// ```
+/// #[derive(usdt::ProbeArg)]
+/// struct ConnId(u64);
+///
+/// #[usdt::provider]
+/// mod net {
+///     fn accept(conn: ConnId, peer: &str) {}
+/// }
+///
+/// net::accept!(ConnId(7), "10.0.0.1:443");
+/// ```
+///
+/// A tracer shows the field's value (`conn=7`), and `usdt list` the
+/// declared type (`net:accept(conn: ConnId, peer: &str)`). A field whose type
+/// is no probe argument is a compile error naming [`trait@ProbeArg`].
+pub use usdt_macros::ProbeArg;
+
 /// The site layout this build emits: `nop; nop5`, or `nop; nop10` with the
 /// `nop10` feature (on x86-64; other architectures emit a single `nop`).
 pub const SITE_LAYOUT: SiteLayout = if cfg!(not(target_arch = "x86_64")) {
@@ -149,5 +171,6 @@ pub mod __private {
     extern crate alloc;
     pub use alloc::ffi::CString;
     pub use alloc::string::String;
-    pub use usdt_runtime::{ProbeArg, StrArg, StrBuf};
+    pub use alloc::vec::Vec;
+    pub use usdt_runtime::{kind, ProbeArg, StrArg, StrBuf};
 }
