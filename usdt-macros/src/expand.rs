@@ -72,20 +72,11 @@ fn module(provider: &Provider, types: &[Vec<ArgType>]) -> TokenStream {
     }
 }
 
-/// Each probe's declared types, checked where they are written: a function
-/// taking them (which also counts as a use of the types' imports), and for
-/// each user type (not one the macro knows) a check that it implements
-/// `usdt::ProbeArg`, so that a missing impl is one error spanning the type,
-/// naming the trait.
+/// Each user type (not one the macro knows) must implement
+/// `usdt::ProbeArg`: checked where the probe declares it, so that a missing
+/// impl is one error spanning the type, naming the trait. (The types the
+/// macro knows are not resolved: `&CStr` needs no `use` in scope.)
 fn declared_types(provider: &Provider) -> TokenStream {
-    let declared = provider.probes.iter().map(|p| {
-        let name = format_ident!("__usdt_declared_{}", p.name.value);
-        let tys = p.args.iter().map(|a| &a.ty);
-        quote! {
-            #[allow(dead_code, non_snake_case, clippy::too_many_arguments)]
-            fn #name(#(_: #tys),*) {}
-        }
-    });
     let checks = provider
         .probes
         .iter()
@@ -107,7 +98,6 @@ fn declared_types(provider: &Provider) -> TokenStream {
         }
     };
     quote! {
-        #(#declared)*
         #check_fn
         #(#checks)*
     }
