@@ -23,7 +23,8 @@
 //!   and [`Kind`]s that `#[usdt::provider]` probes record in
 //!   `.usdt.signatures`; [`Signatures`] matches them to notes by
 //!   `provider:name`, and [`TypedArgs`] shows a [`Hit`] with them
-//!   (`id=1 path="/index.html"`).
+//!   (`id=1 path="/index.html"`); [`bpftrace_program`] writes a bpftrace
+//!   program that prints hits the same way.
 //! - Starting a command with uprobes already in place: [`PausedCommand`].
 //! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
 //!   thread, time and a stack copy per hit, into a perf ring buffer) and
@@ -54,6 +55,7 @@
 mod arg;
 mod attach;
 pub mod bpf;
+mod bpftrace;
 mod command;
 mod error;
 mod glob;
@@ -69,6 +71,7 @@ pub use arg::{parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, MAX_ARGS,
 pub use attach::{
     attach_delta, auto_attach_words, online_cpus, AttachPoint, AttachedSite, Target, Tracer,
 };
+pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
 pub use error::Error;
 pub use glob::{closest, glob_match};

@@ -30,10 +30,13 @@ usage:
              [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...] | --all BINARY)
   usdt trace [--str PROBE-GLOB:N]... [--json] [--raw] [--limit N] [--attach auto|nop|next]
              [--no-tracefs] [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
+  usdt bpftrace BINARY [PROBE-GLOB...]
 
 PROBE-GLOB matches provider:name, with * and ? ('http:*'); none means every probe.
 trace shows a #[usdt::provider] probe's arguments by name and type (id=1
 path=\"/a\"); --raw, and probes without a signature, show arg0=N...
+bpftrace prints a bpftrace program printing the same lines:
+  bpftrace -e \"$(usdt bpftrace BIN)\" -c BIN
 count --all counts every process that runs BINARY (or maps it, for a library).
 count's engine: one BPF uprobe_multi link per file, counting every thread
 (Linux 6.6+), or one perf event per site (the main thread only); auto picks
@@ -58,6 +61,7 @@ fn run(args: Vec<OsString>) -> Result<i32, Error> {
         "list" => list(rest),
         "count" => count(rest),
         "trace" => trace_cmd::trace(rest),
+        "bpftrace" => typed::bpftrace(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(0)

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use usdt_trace::{Hit, Kind, Sampler, Signatures, Site, TypedArgs};
+use usdt_trace::{bpftrace_program, Error, Hit, Kind, Sampler, Signatures, Site, TypedArgs};
 
 /// The records of every file (a file without records adds none).
 pub(crate) fn signatures<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Signatures {
@@ -63,4 +63,24 @@ pub(crate) fn text(sigs: &Signatures, hit: &Hit) -> Option<String> {
 pub(crate) fn json(sigs: &Signatures, hit: &Hit) -> Option<serde_json::Value> {
     let sig = sigs.of_hit(hit)?;
     Some(TypedArgs::new(sig, hit).json().into())
+}
+
+/// `usdt bpftrace BINARY [PROBE-GLOB...]`: prints the program.
+pub(crate) fn bpftrace(args: &[std::ffi::OsString]) -> Result<i32, Error> {
+    let usage = || Error::Invalid(crate::USAGE.into());
+    let (binary, globs) = args.split_first().ok_or_else(usage)?;
+    let globs: Vec<String> = globs
+        .iter()
+        .map(|g| g.to_str().map(str::to_owned).ok_or_else(usage))
+        .collect::<Result<_, _>>()?;
+    if globs.iter().any(|g| g.starts_with('-')) {
+        return Err(usage());
+    }
+    let path = std::fs::canonicalize(binary).unwrap_or_else(|_| binary.into());
+    let probes = crate::read_probes_of(&path)?;
+    let objects = vec![(path.clone(), probes.sites)];
+    crate::select(&objects, &globs, &path.display().to_string())?;
+    let sigs = signatures([path.as_path()]);
+    print!("{}", bpftrace_program(&path, &objects[0].1, &sigs, &globs));
+    Ok(0)
 }
