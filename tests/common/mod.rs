@@ -6,6 +6,7 @@
 
 mod cell;
 mod check;
+mod signature;
 mod trace;
 
 // Each test uses some of these.
@@ -13,6 +14,8 @@ mod trace;
 pub use cell::{standalone_package, Cell, CELL_BINS, HOST, RELEASE};
 #[allow(unused_imports)]
 pub use check::{check_notes, expected, Expected};
+#[allow(unused_imports)]
+pub use signature::check_signatures;
 #[allow(unused_imports)]
 pub use trace::{check_redzone, check_types, count_run, redzone_run, REDZONE_HITS, TYPES_COUNTS};
 

@@ -1,7 +1,8 @@
 //! A provider with every kind of argument, each recorded with its name and
-//! type in `.usdt.signatures`: what `usdt list` and `usdt trace` show, and
-//! what the signature tests check. `signatures [N]` fires each probe N times
-//! (default 1).
+//! type in `.usdt.signatures`: what `usdt list`, `usdt trace` and
+//! `usdt bpftrace` show, for the tests in tests/signature.rs.
+//! `signatures [N]` fires each probe N times (default 1), then prints
+//! `reference 0x...` (the address passed to `kinds:pointers`).
 
 use std::ffi::CString;
 use std::time::Duration;
@@ -40,6 +41,9 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
     let value = 7u32;
+    // bpftrace's str() reads only resident pages: touch the literal.
+    let c_string = std::hint::black_box(c"c-string");
+    std::hint::black_box(c_string.to_bytes());
     for _ in 0..n {
         kinds::ints!(
             255,
@@ -58,7 +62,7 @@ fn main() {
             1,
             "/index.html",
             String::from("a \"quoted\"\n"),
-            c"c-string",
+            c_string,
             CString::new("owned").unwrap()
         );
         kinds::pointers!(0x1234 as *const u8, &value);
@@ -68,4 +72,5 @@ fn main() {
         kinds::order__placed!(5, "book");
         kinds::empty!();
     }
+    println!("reference {:#x}", core::ptr::from_ref(&value) as usize);
 }
