@@ -567,3 +567,71 @@ fn json_of(kind: Kind, v: &Value) -> serde_json::Value {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(version: u8, body: &[u8], nargs: u8) -> Vec<u8> {
+        let mut r = vec![version, nargs, 0, 0];
+        r.extend((body.len() as u32).to_le_bytes());
+        r.extend(body);
+        r
+    }
+
+    #[test]
+    fn parses_records_and_skips_other_versions() {
+        let mut body = 0x1234u64.to_le_bytes().to_vec();
+        body.extend(b"http\0request_start\0");
+        body.extend([kind::UNSIGNED | 8]);
+        body.extend(b"id\0u64\0");
+        body.extend([kind::STR]);
+        body.extend(b"path\0&str\0");
+        let mut section = record(9, b"future", 3);
+        section.extend(record(1, &body, 2));
+        let mut out = vec![];
+        parse_records(&section, &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].location, 0x1234);
+        assert_eq!(out[0].display(), "http:request_start(id: u64, path: &str)");
+        assert_eq!(out[0].params[1].kind, Kind::Str);
+        assert!(parse_records(&section[..section.len() - 1], &mut out).is_err());
+        assert!(parse_records(&record(1, &body[..20], 2), &mut vec![]).is_err());
+    }
+
+    #[test]
+    fn kinds_and_values() {
+        assert_eq!(Kind::from_code(kind::SIGNED | 4), Kind::Signed(4));
+        assert_eq!(Kind::from_code(kind::UNSIGNED | 3), Kind::Custom(0x13));
+        assert_eq!(Kind::from_code(0x7f), Kind::Custom(0x7f));
+        let text = |k, v: Value| {
+            let mut s = String::new();
+            push_text(&mut s, k, &v);
+            s
+        };
+        assert_eq!(text(Kind::Bool, Value::Int(1)), "true");
+        assert_eq!(text(Kind::Char, Value::Int(0xe9)), "'é'");
+        assert_eq!(text(Kind::Char, Value::Int(b'\'' as i128)), "'\\''");
+        assert_eq!(text(Kind::F32, Value::Int(0x3fc0_0000)), "1.5");
+        assert_eq!(text(Kind::F64, Value::Int(0xc000_0000_0000_0000)), "-2");
+        assert_eq!(text(Kind::Pointer, Value::Int(0x7ffd)), "0x7ffd");
+        assert_eq!(text(Kind::Duration, Value::Int(5)), "5ns");
+        assert_eq!(text(Kind::Str, Value::Unreadable(0)), "null");
+        assert_eq!(text(Kind::Str, Value::from("a\"é\n")), "\"a\\\"é\\n\"");
+        let bytes = Value::Str {
+            bytes: vec![0xff; 3],
+            truncated: false,
+        };
+        assert_eq!(text(Kind::Str, bytes), "\"\\xff\\xff\\xff\"");
+        let mut s = String::new();
+        push_bytes_text(
+            &mut s,
+            &Value::Str {
+                bytes: (0..70).collect(),
+                truncated: false,
+            },
+        );
+        assert!(s.starts_with("[00 01 02") && s.ends_with(" 3f ...]"), "{s}");
+        assert_eq!(float(Kind::F32, 0x3f8c_cccd), 1.1);
+    }
+}
