@@ -166,8 +166,14 @@ pub use usdt_runtime::{kind, ProbeArg};
 ///     fn accept(conn: ConnId, peer: &str) {}
 /// }
 ///
-/// net::accept!(ConnId(7), "10.0.0.1:443");
+/// fn main() {
+///     net::accept!(ConnId(7), "10.0.0.1:443");
+/// }
 /// ```
+///
+/// A provider's declarations name types as the module around the provider
+/// does (the provider module has `use super::*;`): a type declared inside a
+/// function body is not visible to a provider declared there.
 ///
 /// A tracer shows the field's value (`conn=7`), and `usdt list` the
 /// declared type (`net:accept(conn: ConnId, peer: &str)`). A field whose type
