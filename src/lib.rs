@@ -62,6 +62,9 @@
 //! | `*const T`, `*mut T`, `&T`, `&mut T` | `8@`, the address |
 //! | `&CStr`, `CString` | `8@`, the address of the NUL-terminated bytes |
 //! | `&str`, `String` (provider probes only) | `8@`, the address of a NUL-terminated copy |
+//! | `&[u8]`, `Vec<u8>` (provider probes only) | two operands: `8@` the address, `8@` the length |
+//! | `Duration` | `8@`, nanoseconds, saturating at `u64::MAX` |
+//! | a type implementing [`trait@ProbeArg`] (`#[derive(usdt::ProbeArg)]`) | as its field |
 //!
 //! A string argument is copied onto the stack, with a terminating NUL, only
 //! while a tracer is attached to the probe (its semaphore is non-zero); an
@@ -74,6 +77,21 @@
 //! pointers, `&CStr` and `CString`; strings need a provider probe, and a
 //! reference is passed as a raw pointer (`core::ptr::from_ref(&x)`), so that
 //! `&String` never passes the address of a `String`'s header by mistake.
+//!
+//! # Signature records and dashed names
+//!
+//! Every provider probe site also writes a record of the probe's argument
+//! names, types as written and [`kind`]s to `.usdt.signatures`: a section
+//! that is not loaded, which other tools ignore, emitted from the site's
+//! `asm!` block and linked to its code like the note (`SHF_LINK_ORDER`), so
+//! that `--gc-sections` keeps and drops both together. The `usdt` command
+//! (`usdt-trace`) reads it: `usdt list` shows
+//! `http:request_start(id: u64, path: &str)` and `usdt trace` prints
+//! `http:request_start id=1 path="/index.html"`. Ad-hoc probes have none.
+//!
+//! A probe function named with `__` has `-` there in its note name, as DTrace
+//! names probes: `fn order__placed` is the probe `order-placed`, fired as
+//! `order__placed!(..)`.
 //!
 //! # Semaphores
 //!
@@ -134,6 +152,34 @@ pub use usdt_macros::probe;
 
 pub use usdt_runtime::{KernelFeatures, SiteLayout, UprobeSyscall, STR_MAX};
 
+pub use usdt_runtime::{kind, ProbeArg};
+
+/// `#[derive(usdt::ProbeArg)]`: a struct with one field passes to probes as
+/// that field, with the field's size and [`kind`].
+///
+/// ```
+/// #[derive(usdt::ProbeArg)]
+/// struct ConnId(u64);
+///
+/// #[usdt::provider]
+/// mod net {
+///     fn accept(conn: ConnId, peer: &str) {}
+/// }
+///
+/// fn main() {
+///     net::accept!(ConnId(7), "10.0.0.1:443");
+/// }
+/// ```
+///
+/// A provider's declarations name types as the module around the provider
+/// does (the provider module has `use super::*;`): a type declared inside a
+/// function body is not visible to a provider declared there.
+///
+/// A tracer shows the field's value (`conn=7`), and `usdt list` the
+/// declared type (`net:accept(conn: ConnId, peer: &str)`). A field whose type
+/// is no probe argument is a compile error naming [`trait@ProbeArg`].
+pub use usdt_macros::ProbeArg;
+
 /// The site layout this build emits: `nop; nop5`, or `nop; nop10` with the
 /// `nop10` feature (on x86-64; other architectures emit a single `nop`).
 pub const SITE_LAYOUT: SiteLayout = if cfg!(not(target_arch = "x86_64")) {
@@ -149,5 +195,6 @@ pub mod __private {
     extern crate alloc;
     pub use alloc::ffi::CString;
     pub use alloc::string::String;
-    pub use usdt_runtime::{ProbeArg, StrArg, StrBuf};
+    pub use alloc::vec::Vec;
+    pub use usdt_runtime::{kind, ProbeArg, StrArg, StrBuf};
 }

@@ -164,6 +164,8 @@ pub fn check_notes(path: &Path, expected: &Expected, layout: SiteLayout, what: &
         }
     }
 
+    super::check_signatures(path, &data, &probes, what);
+
     // Distinct probes, distinct semaphores.
     let mut all: Vec<u64> = semaphore_of.values().flatten().copied().collect();
     let n = all.len();

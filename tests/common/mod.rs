@@ -7,6 +7,7 @@
 pub mod cdylib;
 mod cell;
 mod check;
+mod signature;
 mod trace;
 
 // Each test uses some of these.
@@ -17,6 +18,8 @@ pub use cell::{
 };
 #[allow(unused_imports)]
 pub use check::{check_notes, expected, Expected};
+#[allow(unused_imports)]
+pub use signature::check_signatures;
 #[allow(unused_imports)]
 pub use trace::{check_redzone, check_types, count_run, redzone_run, REDZONE_HITS, TYPES_COUNTS};
 

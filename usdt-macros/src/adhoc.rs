@@ -63,6 +63,7 @@ pub fn probe(tokens: TokenStream) -> TokenStream {
         name: &name.value,
         semaphore: None,
         nargs: input.args.len(),
+        signature: None,
     });
     let args = input.args.iter();
     quote! {{

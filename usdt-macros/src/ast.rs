@@ -118,6 +118,12 @@ impl Provider {
 }
 
 impl Probe {
+    /// The name in the note: `__` in the function's name becomes `-`, as
+    /// DTrace writes probe names (`fn order__placed` is `order-placed`).
+    pub fn note_name(&self) -> String {
+        self.name.value.replace("__", "-")
+    }
+
     fn new(item: ItemFn) -> Self {
         let name = Name::from_ident(&item.sig.ident);
         let args = item

@@ -1,11 +1,12 @@
 //! Code generation for `#[usdt::provider]`.
 
-use crate::ast::{Args, Probe, Provider};
+use crate::ast::{Args, Name, Probe, Provider};
+use crate::signature::{Kind, RecordArg, Signature};
 use crate::site::{self, Site};
-use crate::types::ArgType;
+use crate::types::{self, ArgType};
 use crate::valid::{self, Errors};
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote, ToTokens};
+use quote::{format_ident, quote};
 use syn::Visibility;
 
 pub fn provider(args: TokenStream, input: TokenStream) -> TokenStream {
@@ -57,11 +58,48 @@ fn module(provider: &Provider, types: &[Vec<ArgType>]) -> TokenStream {
         .iter()
         .zip(types)
         .map(|(probe, types)| probe_items(provider, probe, types, &krate));
+    let checks = declared_types(provider);
     quote! {
         #(#attrs)*
         #vis mod #ident {
+            // The declarations' types are written in the provider module: a
+            // type of the enclosing module is named as it is there.
+            #[allow(unused_imports)]
+            use super::*;
+            #checks
             #(#probes)*
         }
+    }
+}
+
+/// Each user type (not one the macro knows) must implement
+/// `usdt::ProbeArg`: checked where the probe declares it, so that a missing
+/// impl is one error spanning the type, naming the trait. (The types the
+/// macro knows are not resolved: `&CStr` needs no `use` in scope.)
+fn declared_types(provider: &Provider) -> TokenStream {
+    let checks = provider
+        .probes
+        .iter()
+        .flat_map(|p| &p.args)
+        .filter(|a| types::is_user_type(&a.ty))
+        .map(|a| {
+            let ty = &a.ty;
+            quote::quote_spanned! {syn::spanned::Spanned::span(ty)=>
+                const _: fn() = __usdt_probe_arg::<#ty>;
+            }
+        })
+        .collect::<Vec<_>>();
+    let check_fn = if checks.is_empty() {
+        TokenStream::new()
+    } else {
+        quote! {
+            #[allow(dead_code)]
+            const fn __usdt_probe_arg<T: ::usdt::__private::ProbeArg>() {}
+        }
+    };
+    quote! {
+        #check_fn
+        #(#checks)*
     }
 }
 
@@ -69,9 +107,9 @@ fn module(provider: &Provider, types: &[Vec<ArgType>]) -> TokenStream {
 struct Binding<'a> {
     /// `__usdt_aN`: the argument as the caller passed it, typed.
     local: syn::Ident,
-    /// What the site receives: the local itself, a reference's address, or a
-    /// staged string's address.
-    reg: syn::Ident,
+    /// What the site receives: the local itself, a reference's address, a
+    /// staged string's address, or a byte slice's address and length.
+    regs: Vec<syn::Ident>,
     ty: &'a ArgType,
 }
 
@@ -85,11 +123,14 @@ fn probe_items(provider: &Provider, probe: &Probe, types: &[ArgType], krate: &st
         _ => quote!(pub(crate)),
     };
     let enabled = site::semaphore_fn(&symbol, &enabled_name, enabled_vis);
+    let note_name = probe.note_name();
+    let record = record(probe, types);
     let site_fn = site::site_fn(&Site {
         provider: &provider.name.value,
-        name: &probe.name.value,
+        name: &note_name,
         semaphore: Some(&symbol),
-        nargs: types.len(),
+        nargs: types.iter().map(ArgType::operands).sum(),
+        signature: Some(&record),
     });
     let on_fn = site::semaphore_fn(&symbol, &format_ident!("__usdt_on"), quote!());
     let bindings: Vec<Binding> = types
@@ -97,9 +138,12 @@ fn probe_items(provider: &Provider, probe: &Probe, types: &[ArgType], krate: &st
         .enumerate()
         .map(|(i, ty)| Binding {
             local: format_ident!("__usdt_a{i}"),
-            reg: match ty {
-                ArgType::Value { .. } => format_ident!("__usdt_a{i}"),
-                ArgType::Ref { .. } | ArgType::Str { .. } => format_ident!("__usdt_r{i}"),
+            regs: match ty {
+                ArgType::Value { .. } => vec![format_ident!("__usdt_a{i}")],
+                ArgType::Ref { .. } | ArgType::Str { .. } => vec![format_ident!("__usdt_r{i}")],
+                ArgType::Bytes { .. } => {
+                    vec![format_ident!("__usdt_r{i}"), format_ident!("__usdt_n{i}")]
+                }
             },
             ty,
         })
@@ -111,11 +155,11 @@ fn probe_items(provider: &Provider, probe: &Probe, types: &[ArgType], krate: &st
     let signature = signature(probe);
     let macro_doc = format!(
         " Fires the probe `{}:{}`{signature}: eager `{}!(args...)`, or lazy `{}!(|| (args...))` (the closure runs only while a tracer is attached).",
-        provider.name.value, probe.name.value, probe.name.value, probe.name.value
+        provider.name.value, note_name, probe.name.value, probe.name.value
     );
     let enabled_doc = format!(
         " Whether a tracer is attached to `{}:{}` now (its semaphore is non-zero).",
-        provider.name.value, probe.name.value
+        provider.name.value, note_name
     );
     quote! {
         #semaphore
@@ -137,6 +181,36 @@ fn probe_items(provider: &Provider, probe: &Probe, types: &[ArgType], krate: &st
     }
 }
 
+/// The signature record of a probe: each argument's name, type as written,
+/// and kind (the site operand's `ProbeArg::KIND` for values).
+fn record(probe: &Probe, types: &[ArgType]) -> Signature {
+    let mut operand = 0;
+    let args = probe
+        .args
+        .iter()
+        .zip(types)
+        .enumerate()
+        .map(|(i, (arg, ty))| {
+            let kind = match ty {
+                ArgType::Value { .. } => Kind::Operand(operand),
+                ArgType::Ref { .. } => Kind::Fixed("POINTER"),
+                ArgType::Str { .. } => Kind::Fixed("STR"),
+                ArgType::Bytes { .. } => Kind::Fixed("BYTES"),
+            };
+            operand += ty.operands();
+            RecordArg {
+                name: arg
+                    .ident
+                    .as_ref()
+                    .map_or(format!("arg{i}"), |id| Name::from_ident(id).value),
+                ty: types::type_text(&arg.ty),
+                kind,
+            }
+        })
+        .collect();
+    Signature { args }
+}
+
 /// `(id: u64, path: &str)`, for messages and docs.
 fn signature(probe: &Probe) -> String {
     let args: Vec<String> = probe
@@ -144,7 +218,7 @@ fn signature(probe: &Probe) -> String {
         .iter()
         .map(|a| {
             let name = a.ident.as_ref().map_or("_".to_owned(), ToString::to_string);
-            let ty = a.ty.to_token_stream().to_string().replace("& ", "&");
+            let ty = types::type_text(&a.ty);
             format!("{name}: {ty}")
         })
         .collect();
@@ -185,9 +259,17 @@ fn usage_error(provider: &Provider, probe: &Probe) -> String {
 /// null pointer).
 fn conversions(bindings: &[Binding], on: &TokenStream) -> TokenStream {
     let lets = bindings.iter().map(|b| {
-        let Binding { local, reg, ty } = b;
+        let Binding { local, regs, ty } = b;
+        let reg = &regs[0];
         match ty {
             ArgType::Value { .. } => TokenStream::new(),
+            ArgType::Bytes { .. } => {
+                let len = &regs[1];
+                quote! {
+                    let #reg: &[::core::primitive::u8] = &#local;
+                    let (#reg, #len) = (#reg.as_ptr(), #reg.len());
+                }
+            }
             ArgType::Ref { .. } => quote! {
                 let #reg = ::core::ptr::from_ref(#local);
             },
@@ -218,7 +300,7 @@ fn eager_arm(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -
         let (local, binding) = (&b.local, b.ty.binding());
         quote!(let #local: #binding = $#var;)
     });
-    let regs = bindings.iter().map(|b| &b.reg);
+    let regs = bindings.iter().flat_map(|b| &b.regs);
     // Only a probe with strings reads its semaphore: every other eager site is
     // the nops alone, without a branch.
     let on = quote!(__usdt_on);
@@ -252,7 +334,7 @@ fn lazy_arms(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -
         _ => (quote!((#(#locals),*)), quote!((#(#tys),*))),
     };
     let conversions = conversions(bindings, &quote!(true));
-    let regs: Vec<_> = bindings.iter().map(|b| &b.reg).collect();
+    let regs: Vec<_> = bindings.iter().flat_map(|b| &b.regs).collect();
     let body = |closure: TokenStream| {
         quote! {{
             #on_fn

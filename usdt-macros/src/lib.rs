@@ -5,13 +5,17 @@
 //!
 //! One stage per file: `ast` parses, `valid` checks, `types` maps argument
 //! types to register operands, `site` writes the probe site and its note,
-//! `expand` generates the provider module, `adhoc` the ad-hoc probe, and
-//! `fallback` the skeleton emitted beside errors.
+//! `signature` writes the record of argument names and types beside the
+//! note, `expand` generates the provider module, `adhoc` the ad-hoc probe,
+//! `derive` implements `ProbeArg` for one-field structs, and `fallback` the
+//! skeleton emitted beside errors.
 
 mod adhoc;
 mod ast;
+mod derive;
 mod expand;
 mod fallback;
+mod signature;
 mod site;
 mod types;
 mod valid;
@@ -24,6 +28,15 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn provider(args: TokenStream, input: TokenStream) -> TokenStream {
     expand::provider(args.into(), input.into()).into()
+}
+
+/// `#[derive(ProbeArg)]`: a struct with one field passes to probes as that
+/// field.
+///
+/// See the `usdt` crate's documentation.
+#[proc_macro_derive(ProbeArg)]
+pub fn derive_probe_arg(input: TokenStream) -> TokenStream {
+    derive::probe_arg(input.into()).into()
 }
 
 /// Fires an ad-hoc probe: `usdt::probe!(provider, name, args...)`.

@@ -58,6 +58,9 @@ pub struct Site<'a> {
     /// The semaphore's symbol (provider probes), or `None` (ad-hoc probes).
     pub semaphore: Option<&'a str>,
     pub nargs: usize,
+    /// The argument names and types (provider probes), recorded in
+    /// `.usdt.signatures` beside the note; `None` for ad-hoc probes.
+    pub signature: Option<&'a crate::signature::Signature>,
 }
 
 /// The symbol of a provider probe's semaphore. Hidden and merged by name within
@@ -78,6 +81,10 @@ pub fn site_fn(site: &Site) -> TokenStream {
     let x86 = lines(&x86_64_template(site));
     let arm = lines(&aarch64_template(site));
     let (x86_cfg, arm_cfg, none_cfg) = (x86_64_cfg(), aarch64_cfg(), unsupported_cfg());
+    let kinds = site
+        .signature
+        .map(|sig| crate::signature::kind_operands(sig, &tys))
+        .unwrap_or_default();
     quote! {
         #[inline(always)]
         #[allow(clippy::too_many_arguments, clippy::needless_pass_by_value)]
@@ -98,6 +105,7 @@ pub fn site_fn(site: &Site) -> TokenStream {
                     #(#vals = in(reg) #arg::value(&#vals),
                       #sizes = const <#tys as #arg>::SIZE,
                       #widths = const <#tys as #arg>::WIDTH,)*
+                    #(#kinds,)*
                     options(att_syntax)
                 );
             }
@@ -108,6 +116,7 @@ pub fn site_fn(site: &Site) -> TokenStream {
                     #(#arm,)*
                     #(#vals = in(reg) #arg::value(&#vals),
                       #sizes = const <#tys as #arg>::SIZE,)*
+                    #(#kinds,)*
                     options()
                 );
             }
@@ -165,6 +174,7 @@ fn x86_64_template(site: &Site) -> Vec<String> {
             ".endif".to_owned(),
         ]
     });
+    signature(&mut l, site, "@");
     l
 }
 
@@ -176,7 +186,20 @@ fn aarch64_template(site: &Site) -> Vec<String> {
     note(&mut l, site, "%", |i| {
         vec![format!(".ascii \"{{s{i}}}@{{a{i}:x}}\"")]
     });
+    signature(&mut l, site, "%");
     l
+}
+
+/// Appends the signature record, if the site has one, after the note.
+fn signature(l: &mut Vec<String>, site: &Site, ty: &str) {
+    if let Some(sig) = site.signature {
+        l.extend(crate::signature::template(
+            site.provider,
+            site.name,
+            sig,
+            ty,
+        ));
+    }
 }
 
 /// Appends the note (and `.stapsdt.base`) to a site's template. `ty` is the
@@ -327,6 +350,7 @@ pub fn semaphore_fn(symbol: &str, name: &syn::Ident, vis: TokenStream) -> TokenS
     ];
     quote! {
         #[inline(always)]
+        #[allow(non_snake_case)] // `order__placed_enabled`: `__` is a dash in the note
         #vis fn #name() -> bool {
             #[cfg(#x86_cfg)]
             {

@@ -17,6 +17,8 @@ pub enum ArgType {
     Ref { binding: TokenStream },
     /// `&str` or `String` (`StrArg`): copied, NUL-terminated, while traced.
     Str { binding: TokenStream },
+    /// `&[u8]` or `Vec<u8>`: two operands, the address and the length.
+    Bytes { binding: TokenStream },
 }
 
 impl ArgType {
@@ -27,20 +29,33 @@ impl ArgType {
 
     pub fn binding(&self) -> &TokenStream {
         match self {
-            ArgType::Value { binding } | ArgType::Ref { binding } | ArgType::Str { binding } => {
-                binding
-            }
+            ArgType::Value { binding }
+            | ArgType::Ref { binding }
+            | ArgType::Str { binding }
+            | ArgType::Bytes { binding } => binding,
+        }
+    }
+
+    /// How many note operands the argument takes.
+    pub fn operands(&self) -> usize {
+        match self {
+            ArgType::Bytes { .. } => 2,
+            _ => 1,
         }
     }
 }
 
 const SUPPORTED: &str = "a probe argument is an integer type, `bool`, `char`, `f32`, `f64`, \
-     a raw pointer, a reference to a sized value, `&str`, `String`, `&CStr` or `CString`";
+     a raw pointer, a reference to a sized value, `&str`, `String`, `&CStr`, `CString`, \
+     `&[u8]`, `Vec<u8>`, `Duration`, or a type that implements `usdt::ProbeArg`";
 
 const PRIMITIVES: &[&str] = &[
     "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize", "bool", "char", "f32",
     "f64",
 ];
+
+/// Primitive types that no probe operand holds.
+const NOT_ARGS: &[&str] = &["str", "u128", "i128", "f16", "f128"];
 
 const FFI_INTEGERS: &[&str] = &[
     "c_char",
@@ -93,6 +108,11 @@ fn classify_reference(reference: &syn::TypeReference) -> syn::Result<ArgType> {
             _ => {}
         }
     }
+    if reference.mutability.is_none() && is_byte_slice(elem) {
+        return Ok(ArgType::Bytes {
+            binding: quote!(&[::core::primitive::u8]),
+        });
+    }
     match elem {
         Type::Slice(_) | Type::TraitObject(_) | Type::ImplTrait(_) => {
             Err(unsupported(&Type::Reference(reference.clone())))
@@ -112,6 +132,11 @@ fn classify_path(path: &TypePath) -> syn::Result<ArgType> {
     let err = || unsupported(&Type::Path(path.clone()));
     if path.qself.is_some() {
         return Err(err());
+    }
+    if is_byte_vec(path) {
+        return Ok(ArgType::Bytes {
+            binding: quote!(::usdt::__private::Vec<::core::primitive::u8>),
+        });
     }
     let Some(last) = last_ident(path) else {
         return Err(err());
@@ -136,8 +161,97 @@ fn classify_path(path: &TypePath) -> syn::Result<ArgType> {
         "CString" => Ok(ArgType::Value {
             binding: quote!(::usdt::__private::CString),
         }),
-        _ => Err(err()),
+        "Duration" => Ok(ArgType::Value {
+            binding: quote!(::core::time::Duration),
+        }),
+        _ if single && NOT_ARGS.contains(&last.as_str()) => Err(err()),
+        // Any other named type passes through `usdt::ProbeArg` (a derive or a
+        // hand-written impl; the provider checks the impl where the type is
+        // declared). The call site names it only when its path resolves
+        // anywhere in the crate (`crate::..`, `::..`); otherwise inference
+        // takes the caller's type and the trait bound checks it.
+        _ => Ok(ArgType::Value {
+            binding: match path.path.segments.first() {
+                Some(first) if path.path.leading_colon.is_some() || first.ident == "crate" => {
+                    quote!(#path)
+                }
+                _ => quote!(_),
+            },
+        }),
     }
+}
+
+/// Whether `ty` is a user type checked through `usdt::ProbeArg` (not one of
+/// the types the macro knows).
+pub fn is_user_type(ty: &Type) -> bool {
+    let Type::Path(path) = strip(ty) else {
+        return false;
+    };
+    let Some(last) = last_ident(path) else {
+        return false;
+    };
+    let known = PRIMITIVES.contains(&last.as_str())
+        || NOT_ARGS.contains(&last.as_str())
+        || FFI_INTEGERS.contains(&last.as_str())
+        || matches!(last.as_str(), "String" | "CString" | "Duration");
+    !known && path.qself.is_none()
+}
+
+/// `[u8]`.
+fn is_byte_slice(ty: &Type) -> bool {
+    matches!(strip(ty), Type::Slice(s) if is_u8(&s.elem))
+}
+
+/// `Vec<u8>` (also spelled with a path, `std::vec::Vec<u8>`).
+fn is_byte_vec(path: &TypePath) -> bool {
+    let Some(last) = path.path.segments.last() else {
+        return false;
+    };
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return false;
+    };
+    let earlier_plain = path
+        .path
+        .segments
+        .iter()
+        .rev()
+        .skip(1)
+        .all(|s| s.arguments.is_none());
+    last.ident == "Vec"
+        && earlier_plain
+        && args.args.len() == 1
+        && matches!(&args.args[0], syn::GenericArgument::Type(t) if is_u8(t))
+}
+
+fn is_u8(ty: &Type) -> bool {
+    matches!(strip(ty), Type::Path(p) if p.qself.is_none() && p.path.is_ident("u8"))
+}
+
+/// The type as written in the source, with the spacing Rust code uses
+/// (`&str`, `Vec<u8>`, `*const u8`, `std::time::Duration`): what the
+/// signature record and `usdt list` show.
+pub fn type_text(ty: &Type) -> String {
+    let mut s = quote!(#ty).to_string();
+    for (from, to) in [
+        (" :: ", "::"),
+        (":: ", "::"),
+        (" < ", "<"),
+        (" <", "<"),
+        ("< ", "<"),
+        (" >", ">"),
+        (" ,", ","),
+        ("[ ", "["),
+        (" ]", "]"),
+        ("( ", "("),
+        (" )", ")"),
+        (" ;", ";"),
+        ("& ", "&"),
+        ("* const", "*const"),
+        ("* mut", "*mut"),
+    ] {
+        s = s.replace(from, to);
+    }
+    s
 }
 
 /// The pointee of a pointer or reference, spelled so that it resolves at any
@@ -203,16 +317,10 @@ fn strip(ty: &Type) -> &Type {
 }
 
 fn unsupported(ty: &Type) -> syn::Error {
-    let text = quote!(#ty)
-        .to_string()
-        .replace(" < ", "<")
-        .replace(" <", "<")
-        .replace(" >", ">")
-        .replace("& ", "&")
-        .replace(" :: ", "::");
+    let text = type_text(ty);
     let hint = match ty {
         Type::Reference(r) if matches!(strip(&r.elem), Type::Slice(_)) => {
-            "; pass a slice as a pointer and a length (`*const u8`, `usize`)"
+            "; pass other slices as a pointer and a length (`*const T`, `usize`)"
         }
         Type::Tuple(t) if t.elems.is_empty() => "; a probe without this argument needs no `()`",
         _ => "",

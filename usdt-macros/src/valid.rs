@@ -99,6 +99,16 @@ pub fn check(provider: &Provider, errors: &mut Errors) -> Vec<Option<Vec<ArgType
 
 fn check_probe(probe: &Probe, errors: &mut Errors) -> Vec<ArgType> {
     check_name(&probe.name, "probe", errors);
+    let dashed = probe.note_name();
+    if dashed.starts_with('-') || dashed.ends_with('-') {
+        errors.push(syn::Error::new(
+            probe.name.span,
+            format!(
+                "probe name `{}` would be `{dashed}` in the note: `__` stands for `-` between two words (`order__placed` is `order-placed`), not at either end",
+                probe.name.value
+            ),
+        ));
+    }
     let sig = &probe.item.sig;
     if let Some(t) = &sig.constness {
         errors.error(t, "a probe is not `const`: write `fn name(...) {}`");
@@ -175,6 +185,16 @@ fn check_probe(probe: &Probe, errors: &mut Errors) -> Vec<ArgType> {
             Ok(t) => types.push(t),
             Err(e) => errors.push(e),
         }
+    }
+    let operands: usize = types.iter().map(ArgType::operands).sum();
+    if probe.args.len() <= MAX_ARGS && operands > MAX_ARGS {
+        errors.push(syn::Error::new_spanned(
+            &probe.item.sig.inputs,
+            format!(
+                "a probe takes at most {MAX_ARGS} note operands; `{}` needs {operands} (a byte slice takes two: address and length): pack the rest into fewer arguments or split the probe",
+                probe.name.value
+            ),
+        ));
     }
     types
 }

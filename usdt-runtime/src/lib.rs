@@ -12,6 +12,7 @@ extern crate alloc;
 
 mod arg;
 mod features;
+pub mod kind;
 pub use features::*;
 mod strbuf;
 

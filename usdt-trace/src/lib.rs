@@ -19,6 +19,12 @@
 //! - Counting with BPF (Linux 6.6+): a [`bpf::MultiCounter`] attaches any
 //!   number of sites of a file with one uprobe_multi link and counts the hits
 //!   of every thread of a process, or of every process running the file.
+//! - Signatures: [`read_signatures`] reads the argument names, Rust types
+//!   and [`Kind`]s that `#[usdt::provider]` probes record in
+//!   `.usdt.signatures`; [`Signatures`] matches them to notes by
+//!   `provider:name`, and [`TypedArgs`] shows a [`Hit`] with them
+//!   (`id=1 path="/index.html"`); [`bpftrace_program`] writes a bpftrace
+//!   program that prints hits the same way.
 //! - Starting a command with uprobes already in place: [`PausedCommand`].
 //! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
 //!   thread, time and a stack copy per hit, into a perf ring buffer) and
@@ -49,6 +55,7 @@
 mod arg;
 mod attach;
 pub mod bpf;
+mod bpftrace;
 mod command;
 mod error;
 mod glob;
@@ -57,12 +64,14 @@ mod process;
 mod record;
 mod ring;
 mod sample;
+mod signature;
 mod tracefs;
 
 pub use arg::{parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, MAX_ARGS, MAX_ARGS_TEXT};
 pub use attach::{
     attach_delta, auto_attach_words, online_cpus, AttachPoint, AttachedSite, Target, Tracer,
 };
+pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
 pub use error::Error;
 pub use glob::{closest, glob_match};
@@ -75,5 +84,11 @@ pub use process::{
     read_semaphore, MappedObject, Mapping,
 };
 pub use record::{Recorder, Recording};
-pub use sample::{Hit, Sampler, Value, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX};
+pub use sample::{
+    Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
+};
+pub use signature::{
+    parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
+    TypedArgs, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
+};
 pub use usdt_runtime::{KernelFeatures, SiteLayout, UprobeSyscall};

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 mod count_engine;
 mod trace_cmd;
+mod typed;
 
 use count_engine::{Counter, Engine};
 
@@ -27,10 +28,15 @@ usage:
   usdt list [--sites] -p PID
   usdt count [--interval N] [--attach auto|nop|next] [--engine auto|bpf|perf] [--duration S]
              [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...] | --all BINARY)
-  usdt trace [--str PROBE-GLOB:N]... [--json] [--limit N] [--attach auto|nop|next]
+  usdt trace [--str PROBE-GLOB:N]... [--json] [--raw] [--limit N] [--attach auto|nop|next]
              [--no-tracefs] [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
+  usdt bpftrace BINARY [PROBE-GLOB...]
 
 PROBE-GLOB matches provider:name, with * and ? ('http:*'); none means every probe.
+trace shows a #[usdt::provider] probe's arguments by name and type (id=1
+path=\"/a\"); --raw, and probes without a signature, show arg0=N...
+bpftrace prints a bpftrace program printing the same lines:
+  bpftrace -e \"$(usdt bpftrace BIN)\" -c BIN
 count --all counts every process that runs BINARY (or maps it, for a library).
 count's engine: one BPF uprobe_multi link per file, counting every thread
 (Linux 6.6+), or one perf event per site (the main thread only); auto picks
@@ -55,6 +61,7 @@ fn run(args: Vec<OsString>) -> Result<i32, Error> {
         "list" => list(rest),
         "count" => count(rest),
         "trace" => trace_cmd::trace(rest),
+        "bpftrace" => typed::bpftrace(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(0)
@@ -123,6 +130,8 @@ struct Opts {
     /// `trace --str`: probe glob and argument index.
     strings: Vec<(String, usize)>,
     json: bool,
+    /// `trace --raw`: `argN=` integers even for probes with signatures.
+    raw: bool,
     limit: Option<u64>,
     no_tracefs: bool,
     /// `count --engine`.
@@ -171,6 +180,7 @@ fn parse_opts(args: &[OsString], cmd: Cmd) -> Result<Opts, Error> {
                 opts.strings.push(parse_str_option(&v)?);
             }
             "--json" if trace => opts.json = true,
+            "--raw" if trace => opts.raw = true,
             "--no-tracefs" if trace => opts.no_tracefs = true,
             "--limit" if trace => {
                 let v = value("--limit")?;
@@ -244,7 +254,8 @@ fn list(args: &[OsString]) -> Result<i32, Error> {
             if probes.sites.is_empty() {
                 return Err(Error::Invalid(format!("{binary} has no probes")));
             }
-            print_table(&probes.sites, 0, opts.sites, &|_| None);
+            let sigs = typed::signatures([Path::new(binary)]);
+            print_table(&probes.sites, &sigs, 0, opts.sites, &|_| None);
             Ok(0)
         }
         _ => Err(Error::Invalid(USAGE.into())),
@@ -266,7 +277,8 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
         any = true;
         println!("{} (load bias {:#x})", object.path.display(), object.bias);
         let value = |addr: u64| read_semaphore(pid, addr.wrapping_add(object.bias)).ok();
-        print_table(&probes.sites, object.bias, with_sites, &value);
+        let sigs = typed::signatures([object.open_path.as_path()]);
+        print_table(&probes.sites, &sigs, object.bias, with_sites, &value);
     }
     if !any {
         return Err(Error::Invalid(format!(
@@ -276,9 +288,12 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
     Ok(0)
 }
 
-/// One row per probe; with `sites`, one indented row per site below it.
+/// One row per probe (a recorded probe with its parameters:
+/// `http:request_start(id: u64, path: &str)`); with `sites`, one indented
+/// row per site below it.
 fn print_table(
     sites: &[Site],
+    sigs: &usdt_trace::Signatures,
     bias: u64,
     with_sites: bool,
     semaphore_value: &dyn Fn(u64) -> Option<u16>,
@@ -286,7 +301,10 @@ fn print_table(
     let features = &KernelFeatures::detect();
     let mut probes: BTreeMap<String, Vec<&Site>> = BTreeMap::new();
     for site in sites {
-        probes.entry(site.probe()).or_default().push(site);
+        probes
+            .entry(typed::probe_column(sigs, site))
+            .or_default()
+            .push(site);
     }
     let width = probes.keys().map(String::len).max().unwrap_or(0).max(5);
     println!(

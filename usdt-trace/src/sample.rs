@@ -51,6 +51,10 @@ use crate::{AttachPoint, Error, KernelFeatures, Target};
 /// NUL): the same bound as the Rust probes' staged copies.
 pub const STRING_MAX: usize = 255;
 
+/// How many bytes of a byte-slice argument ([`Sampler::bytes_arg`]) are
+/// read at the hit.
+pub const BYTES_FETCH: usize = 64;
+
 /// The stack bytes each sample copies by default, for sites that read memory.
 pub const DEFAULT_STACK_BYTES: u32 = 8192;
 
@@ -228,6 +232,9 @@ struct Plan {
     args: Vec<Arg>,
     /// Which arguments are string pointers.
     strings: Vec<bool>,
+    /// Which arguments are the addresses of byte slices (the length is the
+    /// next argument): [`BYTES_FETCH`] bytes are read at the hit.
+    bytes: Vec<bool>,
     /// `sample_regs_user`.
     regs_mask: u64,
     /// `sample_stack_user` (0: no stack copy).
@@ -242,6 +249,7 @@ struct Plan {
 struct RawPlan {
     values: Vec<Option<Field>>,
     strings: Vec<Option<Field>>,
+    bytes: Vec<Option<Field>>,
 }
 
 impl Plan {
@@ -270,10 +278,20 @@ impl Plan {
             name: site.name.as_str().into(),
             args: site.args.clone(),
             strings,
+            bytes: vec![],
             regs_mask: mask,
             stack_bytes: if memory { stack_bytes } else { 0 },
             raw: None,
         })
+    }
+
+    /// Marks the byte-slice arguments, which read memory like strings.
+    fn with_bytes(mut self, bytes: Vec<bool>, stack_bytes: u32) -> Plan {
+        if bytes.iter().any(|b| *b) {
+            self.stack_bytes = stack_bytes;
+        }
+        self.bytes = bytes;
+        self
     }
 
     /// The sampled value of perf register `n`.
@@ -419,6 +437,14 @@ fn decode_arg(plan: &Plan, cx: &Context<'_>, i: usize) -> Value {
     if plan.strings.get(i).copied().unwrap_or(false) {
         return cx.string(value as u64);
     }
+    if plan.bytes.get(i).copied().unwrap_or(false) {
+        if let Some(bytes) = cx.read(value as u64, BYTES_FETCH) {
+            return Value::Str {
+                bytes,
+                truncated: false,
+            };
+        }
+    }
     Value::Int(value)
 }
 
@@ -448,6 +474,14 @@ fn decode_raw_arg(plan: &Plan, raw: &RawPlan, data: &[u8], pid: u32, i: usize) -
         (_, None) => return Value::Unreadable(0),
     };
     let value = int_value(value, arg.size, arg.signed);
+    if let Some(field) = raw.bytes.get(i).copied().flatten() {
+        if let Some(bytes) = data.get(field.offset..field.offset + field.size) {
+            return Value::Str {
+                bytes: bytes.to_vec(),
+                truncated: false,
+            };
+        }
+    }
     if !plan.strings.get(i).copied().unwrap_or(false) {
         return Value::Int(value);
     }
@@ -536,6 +570,7 @@ pub struct Sampler {
     ring_pages: usize,
     stack_bytes: u32,
     strings: Vec<(String, usize)>,
+    bytes: Vec<(String, usize)>,
     plans: Vec<Plan>,
     ids: HashMap<u64, usize>,
     kernel_fetch: bool,
@@ -561,6 +596,7 @@ impl Sampler {
             ring_pages: DEFAULT_RING_PAGES,
             stack_bytes: DEFAULT_STACK_BYTES,
             strings: vec![],
+            bytes: vec![],
             plans: vec![],
             ids: HashMap::new(),
             kernel_fetch: true,
@@ -611,6 +647,17 @@ impl Sampler {
     /// string. Applies to sites attached afterwards.
     pub fn string_arg(mut self, probe_glob: &str, index: usize) -> Sampler {
         self.strings.push((probe_glob.into(), index));
+        self
+    }
+
+    /// Reads argument `index` of the probes matching `probe_glob` as the
+    /// address of a byte slice (whose length is argument `index + 1`): the
+    /// first [`BYTES_FETCH`] bytes there are read at the hit, and the
+    /// argument's value is those bytes ([`Value::Str`], not cut to the
+    /// length: bytes past the slice are whatever follows it, or the
+    /// argument stays the address when they cannot be read).
+    pub fn bytes_arg(mut self, probe_glob: &str, index: usize) -> Sampler {
+        self.bytes.push((probe_glob.into(), index));
         self
     }
 
@@ -687,7 +734,15 @@ impl Sampler {
                         .any(|(g, n)| *n == i && glob_match(g, &probe))
                 })
                 .collect();
-            let mut plan = Plan::new(site, strings, self.stack_bytes)?;
+            let bytes = (0..site.args.len())
+                .map(|i| {
+                    self.bytes
+                        .iter()
+                        .any(|(g, n)| *n == i && glob_match(g, &probe))
+                })
+                .collect();
+            let mut plan =
+                Plan::new(site, strings, self.stack_bytes)?.with_bytes(bytes, self.stack_bytes);
             let tracepoint = match plan.stack_bytes > 0 && self.kernel_fetch {
                 true => self.tracepoint(path, &uprobe, &plan),
                 false => None,
@@ -725,18 +780,27 @@ impl Sampler {
         let ref_ctr = uprobe
             .ref_ctr_offset
             .filter(|_| self.features.kernel_semaphores);
-        let event = DynEvent::create(path, uprobe.offset, ref_ctr, &plan.args, &plan.strings);
+        let event = DynEvent::create(
+            path,
+            uprobe.offset,
+            ref_ctr,
+            &plan.args,
+            &plan.strings,
+            &plan.bytes,
+        );
         // Every value and string must have its field.
         let complete = event.filter(|e| {
             plan.args.iter().enumerate().all(|(i, a)| {
                 (matches!(a.operand, Operand::Immediate(_)) || e.values[i].is_some())
                     && (!plan.strings[i] || e.strings[i].is_some())
+                    && (!plan.bytes.get(i).copied().unwrap_or(false) || e.bytes[i].is_some())
             })
         });
         let found = complete.map(|e| {
             let raw = RawPlan {
                 values: e.values.clone(),
                 strings: e.strings.clone(),
+                bytes: e.bytes.clone(),
             };
             let id = e.id;
             self.dyn_events.push(e);

@@ -6,12 +6,13 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use usdt_trace::{
-    process_alive, process_threads, read_process, Error, Hit, PausedCommand, Sampler, Target, Value,
+    process_alive, process_threads, read_process, Error, Hit, PausedCommand, Sampler, Signatures,
+    Target, Value,
 };
 
 use crate::{
-    catch_signals, command_objects, matches, parse_opts, select, Cmd, Objects, Opts, INTERRUPTED,
-    USAGE,
+    catch_signals, command_objects, matches, parse_opts, select, typed, Cmd, Objects, Opts,
+    INTERRUPTED, USAGE,
 };
 
 pub(crate) fn trace(args: &[OsString]) -> Result<i32, Error> {
@@ -23,12 +24,13 @@ pub(crate) fn trace(args: &[OsString]) -> Result<i32, Error> {
     }
 }
 
-fn sampler(opts: &Opts) -> Sampler {
+fn sampler(opts: &Opts, objects: &Objects, sigs: &Signatures) -> Sampler {
     let mut sampler = Sampler::new(opts.attach).kernel_fetch(!opts.no_tracefs);
     for (glob, n) in &opts.strings {
         sampler = sampler.string_arg(glob, *n);
     }
-    sampler
+    let sites = objects.iter().flat_map(|(_, sites)| sites);
+    typed::string_args(sampler, sigs, sites.filter(|s| matches(&opts.operands, s)))
 }
 
 /// Each `--str` must name an argument of some traced probe.
@@ -81,7 +83,13 @@ fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     check_strings(&objects, opts)?;
     raise_fd_limit();
-    let mut sampler = sampler(opts).per_cpu(true);
+    let sigs = typed::signatures(
+        objects
+            .iter()
+            .map(|(p, _)| p.as_path())
+            .filter(|_| !opts.raw),
+    );
+    let mut sampler = sampler(opts, &objects, &sigs).per_cpu(true);
     let mut threads = Threads::new(pid);
     threads.attach_new(&mut sampler, &objects, &opts.operands)?;
     catch_signals();
@@ -89,7 +97,7 @@ fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
         "usdt: tracing {matched} sites of process {pid} ({} threads); Ctrl-C stops",
         threads.seen.len()
     );
-    let mut out = Output::new(opts);
+    let mut out = Output::new(opts, sigs);
     follow(&mut sampler, &mut out, |sampler| {
         threads.attach_new(sampler, &objects, &opts.operands)?;
         Ok(process_alive(pid))
@@ -161,7 +169,13 @@ fn trace_command(opts: &Opts) -> Result<i32, Error> {
     select(&objects, &opts.operands, &program.display().to_string())?;
     check_strings(&objects, opts)?;
     raise_fd_limit();
-    let mut sampler = sampler(opts).per_cpu(true);
+    let sigs = typed::signatures(
+        objects
+            .iter()
+            .map(|(p, _)| p.as_path())
+            .filter(|_| !opts.raw),
+    );
+    let mut sampler = sampler(opts, &objects, &sigs).per_cpu(true);
     let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
     if let Err(e) = attach_all(&mut sampler, &objects, &opts.operands, child.pid()) {
         child.kill();
@@ -169,7 +183,7 @@ fn trace_command(opts: &Opts) -> Result<i32, Error> {
     }
     catch_signals();
     child.start()?;
-    let mut out = Output::new(opts);
+    let mut out = Output::new(opts, sigs);
     let mut status = None;
     let mut threads = Threads::new(child.pid());
     threads.seen.insert(child.pid());
@@ -230,10 +244,12 @@ struct Output {
     broken: bool,
     start_ns: Option<u64>,
     line: Vec<u8>,
+    /// Recorded probes print `name=value` by kind.
+    sigs: Signatures,
 }
 
 impl Output {
-    fn new(opts: &Opts) -> Output {
+    fn new(opts: &Opts, sigs: Signatures) -> Output {
         Output {
             out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
             json: opts.json,
@@ -242,6 +258,7 @@ impl Output {
             broken: false,
             start_ns: None,
             line: Vec::with_capacity(256),
+            sigs,
         }
     }
 
@@ -283,6 +300,11 @@ impl Output {
         line.push(b':');
         line.extend_from_slice(hit.name.as_bytes());
         line.push(b' ');
+        if let Some(typed) = typed::text(&self.sigs, hit) {
+            line.extend_from_slice(typed.as_bytes());
+            line.push(b'\n');
+            return self.out.write_all(&self.line);
+        }
         for (i, arg) in hit.args.iter().enumerate() {
             if i > 0 {
                 line.push(b' ');
@@ -304,7 +326,8 @@ impl Output {
     }
 
     fn json_line(&mut self, hit: &Hit) -> std::io::Result<()> {
-        let args: Vec<serde_json::Value> = hit.args.iter().map(json_value).collect();
+        let args = typed::json(&self.sigs, hit)
+            .unwrap_or_else(|| hit.args.iter().map(json_value).collect());
         let line = serde_json::json!({
             "time_ns": hit.time_ns,
             "pid": hit.pid,

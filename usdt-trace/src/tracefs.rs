@@ -38,6 +38,8 @@ pub(crate) struct DynEvent {
     pub(crate) values: Vec<Option<Field>>,
     /// Per argument: its string's `__data_loc`, when read as a string.
     pub(crate) strings: Vec<Option<Field>>,
+    /// Per argument: the bytes it points at, when read as a byte slice.
+    pub(crate) bytes: Vec<Option<Field>>,
 }
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -84,12 +86,15 @@ fn fetch(operand: &Operand) -> Option<String> {
 }
 
 /// The fetch arguments: `aI=` for each value (registers whole, memory at
-/// its size), `sI=+0(...):string` for each string.
-fn definition(args: &[Arg], strings: &[bool]) -> Option<Vec<String>> {
+/// its size), `sI=+0(...):string` for each string, `bI=+0(...):x8[64]` for
+/// each byte slice (the kernel reads each byte on its own: those it cannot
+/// read are 0).
+fn definition(args: &[Arg], strings: &[bool], bytes: &[bool]) -> Option<Vec<String>> {
     let mut out = vec![];
     for (i, arg) in args.iter().enumerate() {
+        let is_bytes = bytes.get(i).copied().unwrap_or(false);
         let Some(f) = fetch(&arg.operand) else {
-            if strings.get(i).copied().unwrap_or(false) {
+            if strings.get(i).copied().unwrap_or(false) || is_bytes {
                 return None; // a string at a constant address: not worth it
             }
             continue;
@@ -101,6 +106,9 @@ fn definition(args: &[Arg], strings: &[bool]) -> Option<Vec<String>> {
         out.push(format!("a{i}={f}:{ty}"));
         if strings.get(i).copied().unwrap_or(false) {
             out.push(format!("s{i}=+0({f}):string"));
+        }
+        if is_bytes {
+            out.push(format!("b{i}=+0({f}):x8[{}]", crate::sample::BYTES_FETCH));
         }
     }
     Some(out)
@@ -117,11 +125,12 @@ impl DynEvent {
         ref_ctr: Option<u64>,
         args: &[Arg],
         strings: &[bool],
+        bytes: &[bool],
     ) -> Option<DynEvent> {
         let root = root()?;
         remove_stale(&root);
         let path = path.to_str().filter(|p| !p.contains(char::is_whitespace))?;
-        let fetches = definition(args, strings)?;
+        let fetches = definition(args, strings, bytes)?;
         let group = format!("usdt_{}", std::process::id());
         let name = format!("e{}", NEXT.fetch_add(1, Ordering::Relaxed));
         let place = match ref_ctr {
@@ -137,6 +146,7 @@ impl DynEvent {
             id: 0,
             values: vec![None; args.len()],
             strings: vec![None; args.len()],
+            bytes: vec![None; args.len()],
         };
         event.read_format()?;
         Some(event)
@@ -162,6 +172,7 @@ impl DynEvent {
             match kind {
                 "a" => *self.values.get_mut(i)? = Some(field),
                 "s" => *self.strings.get_mut(i)? = Some(field),
+                "b" => *self.bytes.get_mut(i)? = Some(field),
                 _ => {}
             }
         }
@@ -174,6 +185,8 @@ fn parse_field(line: &str) -> Option<(&str, Field)> {
     let mut parts = line.trim().split(';').map(str::trim);
     let decl = parts.next()?.strip_prefix("field:")?;
     let name = decl.rsplit(' ').next()?;
+    // An array field: `field:u8 b3[64];`.
+    let name = name.split_once('[').map_or(name, |(n, _)| n);
     let offset = parts.next()?.strip_prefix("offset:")?.parse().ok()?;
     let size = parts.next()?.strip_prefix("size:")?.parse().ok()?;
     Some((name, Field { offset, size }))
@@ -247,7 +260,7 @@ mod tests {
     #[test]
     fn definitions() {
         let args = parse_args("-8@-8(%rsp) 8@%rdi 4@$5 -2@%r8w", Machine::X86_64).unwrap();
-        let def = definition(&args, &[false, true, false, false]).unwrap();
+        let def = definition(&args, &[false, true, false, false], &[]).unwrap();
         assert_eq!(
             def,
             [
@@ -258,7 +271,7 @@ mod tests {
             ]
         );
         let args = parse_args("8@$4096", Machine::X86_64).unwrap();
-        assert!(definition(&args, &[true]).is_none());
+        assert!(definition(&args, &[true], &[]).is_none());
     }
 
     #[test]

@@ -64,7 +64,12 @@ fn list_agrees_with_readelf(path: &Path) {
                 args,
             ));
         } else {
-            let cols: Vec<String> = line.split_whitespace().map(String::from).collect();
+            // PROBE is `provider:name`, or `provider:name(id: u64, ..)` for a
+            // probe with a signature record: columns are two spaces apart.
+            let (first, rest) = line.split_once("  ").unwrap();
+            let name = first.split_once('(').map_or(first, |(n, _)| n);
+            let mut cols = vec![name.to_string()];
+            cols.extend(rest.split_whitespace().map(String::from));
             probe = cols[0].clone();
             probe_rows.insert(probe.clone(), cols);
         }
@@ -120,7 +125,7 @@ fn list_agrees_with_readelf_on_rust_probes() {
     // Rust sites are nop;nop5 and Auto attaches after the nop on this kernel.
     let eager = text
         .lines()
-        .find(|l| l.starts_with("traced:eager "))
+        .find(|l| l.starts_with("traced:eager("))
         .unwrap();
     assert!(
         eager.contains("nop;nop5") && eager.contains("+1 (optimized)"),

@@ -227,7 +227,7 @@ fn trace_decodes_every_argument_type_as_bpftrace_does_in_the_same_run() {
         }
     }
     let mut usdt = Command::new(env!("CARGO_BIN_EXE_usdt"))
-        .args(["trace", "--limit", "10", "-p", &pid])
+        .args(["trace", "--raw", "--limit", "10", "-p", &pid])
         .args((0..4).flat_map(|i| ["--str".to_string(), format!("argtypes:strings:{i}")]))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -409,7 +409,7 @@ fn a_million_hits_are_all_printed_or_counted_as_lost() {
     const HITS: u64 = 1_000_000;
     let exe = example("argtypes");
     let out = Command::new(env!("CARGO_BIN_EXE_usdt"))
-        .args(["trace", "argtypes:hot", "--"])
+        .args(["trace", "--raw", "argtypes:hot", "--"])
         .arg(&exe)
         .args(["hot", &HITS.to_string()])
         .output()
@@ -446,6 +446,7 @@ fn json_lines_limit_and_the_commands_output() {
     let exe = example("argtypes");
     let out = usdt(&[
         "trace",
+        "--raw",
         "--json",
         "--limit",
         "3",

@@ -1,14 +1,13 @@
-struct Request;
-
 #[usdt::provider]
 mod http {
-    fn a(body: Vec<u8>) {}
-    fn b(bytes: &[u8]) {}
+    fn a(body: Vec<u16>) {}
+    fn b(bytes: &mut [u8]) {}
     fn c(pair: (u8, u8)) {}
-    fn d(request: Request) {}
+    fn d(words: &[u32]) {}
     fn e(text: str) {}
     fn f(wide: u128) {}
     fn g(unit: ()) {}
+    fn __h(x: u8) {}
 }
 
 fn main() {}

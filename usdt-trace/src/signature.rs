@@ -1,0 +1,637 @@
+//! Signature records: the argument names, Rust types and kinds that each
+//! `#[usdt::provider]` probe writes beside its note, in the non-allocated
+//! section `.usdt.signatures`, and how a hit's values are shown with them.
+//!
+//! ```text
+//! one record per site, packed (alignment 1):
+//!   version 1 byte (1) | nargs 1 | flags 2 (0) | length 4 (bytes after this field)
+//!   Location 8 (the site's nop, as in the note, before any Base adjustment)
+//!   "provider\0" "name\0"
+//!   per argument: kind 1 (usdt::kind) | "name\0" | "type\0"
+//! ```
+//!
+//! A record of another version is skipped by its length. A record is used
+//! only when its operands (a byte slice takes two, every other kind one)
+//! match the note's: otherwise the probe shows as `arg0..argN`, like the
+//! probes of C programs and ad-hoc `usdt::probe!` probes, which have none.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use object::elf;
+use object::read::elf::{FileHeader, SectionHeader};
+use object::Endianness;
+use usdt_runtime::kind;
+
+use crate::note::Site;
+use crate::sample::{Hit, Value};
+use crate::Error;
+
+/// The record format this reader knows.
+pub const SIGNATURE_VERSION: u8 = 1;
+
+/// The section the records are in.
+pub const SIGNATURE_SECTION: &str = ".usdt.signatures";
+
+/// How many bytes of a byte-slice argument a text line shows.
+pub const BYTES_SHOWN: usize = 64;
+
+/// The most bytes of a byte-slice argument read for a hit.
+pub const BYTES_MAX: usize = 4096;
+
+/// How a probe argument's value is shown: its kind code (`usdt::kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// An unsigned integer of this many bytes.
+    Unsigned(u8),
+    /// A signed integer of this many bytes.
+    Signed(u8),
+    /// `bool`.
+    Bool,
+    /// `char`.
+    Char,
+    /// `f32`, as its bits.
+    F32,
+    /// `f64`, as its bits.
+    F64,
+    /// A raw pointer or a reference.
+    Pointer,
+    /// `&str` or `String`: a NUL-terminated copy.
+    Str,
+    /// `&CStr` or `CString`.
+    CStr,
+    /// `&[u8]` or `Vec<u8>`: address and length, two operands.
+    Bytes,
+    /// `Duration`: nanoseconds.
+    Duration,
+    /// A code this reader does not know, or `kind::CUSTOM`: the integer.
+    Custom(u8),
+}
+
+impl Kind {
+    /// The kind of a code.
+    pub fn from_code(code: u8) -> Kind {
+        match code {
+            kind::BOOL => Kind::Bool,
+            kind::CHAR => Kind::Char,
+            kind::F32 => Kind::F32,
+            kind::F64 => Kind::F64,
+            kind::POINTER => Kind::Pointer,
+            kind::STR => Kind::Str,
+            kind::CSTR => Kind::CStr,
+            kind::BYTES => Kind::Bytes,
+            kind::DURATION => Kind::Duration,
+            c if c & 0xf0 == kind::UNSIGNED && matches!(c & 0xf, 1 | 2 | 4 | 8) => {
+                Kind::Unsigned(c & 0xf)
+            }
+            c if c & 0xf0 == kind::SIGNED && matches!(c & 0xf, 1 | 2 | 4 | 8) => {
+                Kind::Signed(c & 0xf)
+            }
+            c => Kind::Custom(c),
+        }
+    }
+
+    /// How many note operands an argument of this kind takes.
+    pub fn operands(self) -> usize {
+        match self {
+            Kind::Bytes => 2,
+            _ => 1,
+        }
+    }
+
+    /// Whether the kernel should read a string at the operand's address at
+    /// the hit.
+    pub fn is_string(self) -> bool {
+        matches!(self, Kind::Str | Kind::CStr)
+    }
+}
+
+/// One declared argument.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Param {
+    /// Its name (`arg3` for an unnamed `_`).
+    pub name: String,
+    /// Its type as written in the source (`&str`, `Vec<u8>`, `ConnId`).
+    pub ty: String,
+    /// How its value is shown.
+    pub kind: Kind,
+}
+
+/// One record: a probe's parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Signature {
+    /// The provider.
+    pub provider: String,
+    /// The probe name, as in the note (`order-placed`).
+    pub name: String,
+    /// The site's Location, as written (link-time address).
+    pub location: u64,
+    /// The parameters, in order.
+    pub params: Vec<Param>,
+}
+
+impl Signature {
+    /// `(id: u64, path: &str)`.
+    pub fn params_text(&self) -> String {
+        let params: Vec<String> = self
+            .params
+            .iter()
+            .map(|p| format!("{}: {}", p.name, p.ty))
+            .collect();
+        format!("({})", params.join(", "))
+    }
+
+    /// `provider:name(id: u64, path: &str)`.
+    pub fn display(&self) -> String {
+        format!("{}:{}{}", self.provider, self.name, self.params_text())
+    }
+
+    /// How many note operands the parameters take.
+    pub fn operands(&self) -> usize {
+        self.params.iter().map(|p| p.kind.operands()).sum()
+    }
+
+    /// For each parameter, the index of its first note operand.
+    pub fn operand_indices(&self) -> Vec<usize> {
+        let mut at = 0;
+        self.params
+            .iter()
+            .map(|p| {
+                let i = at;
+                at += p.kind.operands();
+                i
+            })
+            .collect()
+    }
+
+    /// Whether this record describes `site`: same provider and name, as
+    /// many operands as the note has.
+    pub fn fits(&self, site: &Site) -> bool {
+        self.provider == site.provider
+            && self.name == site.name
+            && self.operands() == site.args.len()
+    }
+}
+
+/// Reads every record of an ELF file's bytes (none when it has no
+/// `.usdt.signatures` section).
+pub fn read_signatures(data: &[u8]) -> Result<Vec<Signature>, Error> {
+    let header = elf::FileHeader64::<Endianness>::parse(data)?;
+    let endian = header.endian()?;
+    let sections = header.sections(endian, data)?;
+    let mut out = vec![];
+    for section in sections.iter() {
+        if sections.section_name(endian, section) != Ok(SIGNATURE_SECTION.as_bytes()) {
+            continue;
+        }
+        if section.sh_type(endian) == elf::SHT_NOBITS {
+            continue;
+        }
+        let bytes = section.data(endian, data)?;
+        parse_records(bytes, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Reads every record of the ELF file at `path`.
+pub fn read_file_signatures(path: impl AsRef<Path>) -> Result<Vec<Signature>, Error> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.into(),
+        source,
+    })?;
+    read_signatures(&bytes)
+}
+
+fn bad(reason: impl Into<String>) -> Error {
+    Error::Elf(format!("{SIGNATURE_SECTION}: {}", reason.into()))
+}
+
+/// Parses the records of one section into `out`.
+pub fn parse_records(mut bytes: &[u8], out: &mut Vec<Signature>) -> Result<(), Error> {
+    while !bytes.is_empty() {
+        if bytes.len() < 8 {
+            return Err(bad("a record is shorter than its 8-byte header"));
+        }
+        let (version, nargs) = (bytes[0], bytes[1]);
+        let len = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+        let body = bytes
+            .get(8..8 + len)
+            .ok_or_else(|| bad("a record's length runs past the section"))?;
+        bytes = &bytes[8 + len..];
+        if version != SIGNATURE_VERSION {
+            continue;
+        }
+        out.push(parse_body(body, nargs)?);
+    }
+    Ok(())
+}
+
+fn parse_body(body: &[u8], nargs: u8) -> Result<Signature, Error> {
+    let mut cursor = Cursor(body);
+    let location = cursor
+        .u64()
+        .ok_or_else(|| bad("a record has no Location"))?;
+    let provider = cursor.string("provider")?;
+    let name = cursor.string("probe name")?;
+    let params = (0..nargs)
+        .map(|_| {
+            let code = cursor.byte().ok_or_else(|| bad("a record ends early"))?;
+            Ok(Param {
+                kind: Kind::from_code(code),
+                name: cursor.string("argument name")?,
+                ty: cursor.string("argument type")?,
+            })
+        })
+        .collect::<Result<_, Error>>()?;
+    Ok(Signature {
+        provider,
+        name,
+        location,
+        params,
+    })
+}
+
+/// Reads a record's fields in order.
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let (b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(*b)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        let bytes: [u8; 8] = self.0.get(..8)?.try_into().ok()?;
+        self.0 = &self.0[8..];
+        Some(u64::from_le_bytes(bytes))
+    }
+
+    fn string(&mut self, what: &str) -> Result<String, Error> {
+        let end = self
+            .0
+            .iter()
+            .position(|b| *b == 0)
+            .ok_or_else(|| bad(format!("a record's {what} has no NUL")))?;
+        let s = String::from_utf8(self.0[..end].to_vec())
+            .map_err(|_| bad(format!("a record's {what} is not UTF-8")))?;
+        self.0 = &self.0[end + 1..];
+        Ok(s)
+    }
+}
+
+/// The records of a set of files, by `provider:name`: what `usdt list` and
+/// `usdt trace` look probes up in.
+#[derive(Clone, Debug, Default)]
+pub struct Signatures {
+    by_probe: HashMap<(String, String), Option<Signature>>,
+}
+
+impl Signatures {
+    /// An empty set: every probe shows as `arg0..argN`.
+    pub fn new() -> Signatures {
+        Signatures::default()
+    }
+
+    /// Adds records. Two records of one probe that differ (two crates
+    /// declaring `provider:name` differently) cancel out: that probe then
+    /// shows as `arg0..argN`.
+    pub fn extend(&mut self, records: impl IntoIterator<Item = Signature>) {
+        for mut sig in records {
+            sig.location = 0;
+            let key = (sig.provider.clone(), sig.name.clone());
+            match self.by_probe.get(&key) {
+                None => {
+                    self.by_probe.insert(key, Some(sig));
+                }
+                Some(Some(known)) if *known != sig => {
+                    self.by_probe.insert(key, None);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// Adds the records of the ELF file at `path`; a file without them, or
+    /// unreadable, adds none.
+    pub fn add_file(&mut self, path: impl AsRef<Path>) {
+        if let Ok(records) = read_file_signatures(path) {
+            self.extend(records);
+        }
+    }
+
+    /// The record of `provider:name`, when there is exactly one.
+    pub fn get(&self, provider: &str, name: &str) -> Option<&Signature> {
+        self.by_probe
+            .get(&(provider.to_owned(), name.to_owned()))
+            .and_then(Option::as_ref)
+    }
+
+    /// The record that describes `site`, if any.
+    pub fn of_site(&self, site: &Site) -> Option<&Signature> {
+        self.get(&site.provider, &site.name)
+            .filter(|s| s.fits(site))
+    }
+
+    /// The record that describes `hit`'s values, if any.
+    pub fn of_hit(&self, hit: &Hit) -> Option<&Signature> {
+        self.get(&hit.provider, &hit.name)
+            .filter(|s| s.operands() == hit.args.len())
+    }
+
+    /// Whether there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.by_probe.is_empty()
+    }
+}
+
+/// A hit's values shown with their names and kinds.
+pub struct TypedArgs<'a> {
+    sig: &'a Signature,
+    hit: &'a Hit,
+    /// Each byte-slice parameter's bytes, read from the process.
+    bytes: Vec<Option<Value>>,
+}
+
+impl<'a> TypedArgs<'a> {
+    /// Pairs `hit` with its record. A byte slice's bytes are those the
+    /// sampler read at the hit ([`Sampler::bytes_arg`](crate::Sampler::bytes_arg),
+    /// the first [`BYTES_FETCH`](crate::BYTES_FETCH)), cut to its length;
+    /// otherwise they are read from the process now, after the hit (they
+    /// may have changed, or be gone: then they show as `<unreadable 0x..>`).
+    pub fn new(sig: &'a Signature, hit: &'a Hit) -> TypedArgs<'a> {
+        let indices = sig.operand_indices();
+        let bytes = sig
+            .params
+            .iter()
+            .zip(&indices)
+            .map(|(p, &i)| {
+                (p.kind == Kind::Bytes).then(|| read_bytes(hit.pid, &hit.args[i], &hit.args[i + 1]))
+            })
+            .collect();
+        TypedArgs { sig, hit, bytes }
+    }
+
+    /// `id=1 path="/index.html" data=[01 02 ff]`.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let indices = self.sig.operand_indices();
+        for (n, (p, &i)) in self.sig.params.iter().zip(&indices).enumerate() {
+            if n > 0 {
+                out.push(' ');
+            }
+            let _ = write!(out, "{}=", p.name);
+            match &self.bytes[n] {
+                Some(bytes) => push_bytes_text(&mut out, bytes),
+                None => push_text(&mut out, p.kind, &self.hit.args[i]),
+            }
+        }
+        out
+    }
+
+    /// `{"id": 1, "path": "/index.html", "data": "0102ff"}`: JSON numbers,
+    /// strings and booleans; byte slices as hex strings, pointers as `0x`
+    /// strings, durations as nanoseconds, unreadable memory as `null`.
+    pub fn json(&self) -> serde_json::Map<String, serde_json::Value> {
+        let indices = self.sig.operand_indices();
+        self.sig
+            .params
+            .iter()
+            .zip(&indices)
+            .enumerate()
+            .map(|(n, (p, &i))| {
+                let v = match &self.bytes[n] {
+                    Some(Value::Str { bytes, .. }) => serde_json::Value::String(
+                        bytes.iter().map(|b| format!("{b:02x}")).collect(),
+                    ),
+                    Some(_) => serde_json::Value::Null,
+                    None => json_of(p.kind, &self.hit.args[i]),
+                };
+                (p.name.clone(), v)
+            })
+            .collect()
+    }
+}
+
+/// The bytes at `ptr`, `len` of them (at most [`BYTES_MAX`]), from the
+/// process: a [`Value::Str`] (truncated past the bound), or unreadable.
+fn read_bytes(pid: u32, ptr: &Value, len: &Value) -> Value {
+    let Some(len) = len.int() else {
+        return Value::Unreadable(0);
+    };
+    if let Value::Str { bytes, .. } = ptr {
+        let n = usize::try_from(len).unwrap_or(0);
+        return Value::Str {
+            bytes: bytes[..n.min(bytes.len())].to_vec(),
+            truncated: n > bytes.len(),
+        };
+    }
+    let Some(ptr) = ptr.int() else {
+        return Value::Unreadable(0);
+    };
+    let (ptr, len) = (ptr as u64, len.max(0) as u64);
+    let want = len.min(BYTES_MAX as u64) as usize;
+    if want == 0 {
+        return Value::Str {
+            bytes: vec![],
+            truncated: false,
+        };
+    }
+    let mut buf = vec![0u8; want];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: want,
+    };
+    let remote = libc::iovec {
+        iov_base: ptr as *mut libc::c_void,
+        iov_len: want,
+    };
+    // SAFETY: `local` describes `buf`, writable for `want` bytes; the
+    // kernel reads the remote range with the usual permission checks.
+    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    if n != want as isize {
+        return Value::Unreadable(ptr);
+    }
+    Value::Str {
+        bytes: buf,
+        truncated: len > want as u64,
+    }
+}
+
+/// `[01 02 ff]`, at most [`BYTES_SHOWN`] bytes, then ` ...` before the bracket.
+fn push_bytes_text(out: &mut String, v: &Value) {
+    let Value::Str { bytes, truncated } = v else {
+        let _ = write!(out, "{v}");
+        return;
+    };
+    out.push('[');
+    for (i, b) in bytes.iter().take(BYTES_SHOWN).enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let _ = write!(out, "{b:02x}");
+    }
+    if bytes.len() > BYTES_SHOWN || *truncated {
+        out.push_str(" ...");
+    }
+    out.push(']');
+}
+
+/// A float as JSON takes it: an `f32` through its shortest decimal (`1.1`,
+/// not `1.100000023841858`).
+fn float(kind: Kind, n: i128) -> f64 {
+    match kind {
+        Kind::F32 => {
+            let f = f32::from_bits(n as u32);
+            f.to_string().parse().unwrap_or(f64::from(f))
+        }
+        _ => f64::from_bits(n as u64),
+    }
+}
+
+/// One value by its kind.
+fn push_text(out: &mut String, kind: Kind, v: &Value) {
+    let n = match v {
+        Value::Int(n) => *n,
+        Value::Str { bytes, truncated } => {
+            push_quoted(out, bytes);
+            if *truncated {
+                out.push_str("...");
+            }
+            return;
+        }
+        Value::Unreadable(0) => {
+            out.push_str("null");
+            return;
+        }
+        other => {
+            let _ = write!(out, "{other}");
+            return;
+        }
+    };
+    let _ = match kind {
+        Kind::Bool => write!(out, "{}", n != 0),
+        Kind::Char => match char::from_u32(n as u32) {
+            Some(c) => write!(out, "{c:?}"),
+            None => write!(out, "{n}"),
+        },
+        // f32 shown through its own Display: `1.1`, not f64's `1.100000023841858`.
+        Kind::F32 => write!(out, "{}", f32::from_bits(n as u32)),
+        Kind::F64 => write!(out, "{}", f64::from_bits(n as u64)),
+        Kind::Pointer | Kind::Str | Kind::CStr | Kind::Bytes => write!(out, "{:#x}", n as u64),
+        Kind::Duration => write!(out, "{}ns", n as u64),
+        Kind::Unsigned(_) | Kind::Signed(_) | Kind::Custom(_) => write!(out, "{v}"),
+    };
+}
+
+/// A string, quoted, with Rust's escapes (`\"`, `\n`, `\u{1b}`) for valid
+/// UTF-8, and `\xNN` for bytes that are not.
+fn push_quoted(out: &mut String, bytes: &[u8]) {
+    out.push('"');
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\'' => out.push('\''),
+                c => out.extend(c.escape_debug()),
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out.push('"');
+}
+
+fn json_of(kind: Kind, v: &Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    let n = match v {
+        Value::Int(n) => *n,
+        Value::Str { bytes, .. } => return J::String(String::from_utf8_lossy(bytes).into_owned()),
+        Value::Unreadable(_) => return J::Null,
+    };
+    match kind {
+        Kind::Bool => J::Bool(n != 0),
+        Kind::Char => char::from_u32(n as u32).map_or(J::Null, |c| J::String(c.into())),
+        Kind::F32 | Kind::F64 => {
+            serde_json::Number::from_f64(float(kind, n)).map_or(J::Null, J::Number)
+        }
+        Kind::Pointer | Kind::Str | Kind::CStr | Kind::Bytes => {
+            J::String(format!("{:#x}", n as u64))
+        }
+        _ => match (i64::try_from(n), u64::try_from(n)) {
+            (Ok(i), _) => i.into(),
+            (_, Ok(u)) => u.into(),
+            _ => J::Null,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(version: u8, body: &[u8], nargs: u8) -> Vec<u8> {
+        let mut r = vec![version, nargs, 0, 0];
+        r.extend((body.len() as u32).to_le_bytes());
+        r.extend(body);
+        r
+    }
+
+    #[test]
+    fn parses_records_and_skips_other_versions() {
+        let mut body = 0x1234u64.to_le_bytes().to_vec();
+        body.extend(b"http\0request_start\0");
+        body.extend([kind::UNSIGNED | 8]);
+        body.extend(b"id\0u64\0");
+        body.extend([kind::STR]);
+        body.extend(b"path\0&str\0");
+        let mut section = record(9, b"future", 3);
+        section.extend(record(1, &body, 2));
+        let mut out = vec![];
+        parse_records(&section, &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].location, 0x1234);
+        assert_eq!(out[0].display(), "http:request_start(id: u64, path: &str)");
+        assert_eq!(out[0].params[1].kind, Kind::Str);
+        assert!(parse_records(&section[..section.len() - 1], &mut out).is_err());
+        assert!(parse_records(&record(1, &body[..20], 2), &mut vec![]).is_err());
+    }
+
+    #[test]
+    fn kinds_and_values() {
+        assert_eq!(Kind::from_code(kind::SIGNED | 4), Kind::Signed(4));
+        assert_eq!(Kind::from_code(kind::UNSIGNED | 3), Kind::Custom(0x13));
+        assert_eq!(Kind::from_code(0x7f), Kind::Custom(0x7f));
+        let text = |k, v: Value| {
+            let mut s = String::new();
+            push_text(&mut s, k, &v);
+            s
+        };
+        assert_eq!(text(Kind::Bool, Value::Int(1)), "true");
+        assert_eq!(text(Kind::Char, Value::Int(0xe9)), "'é'");
+        assert_eq!(text(Kind::Char, Value::Int(b'\'' as i128)), "'\\''");
+        assert_eq!(text(Kind::F32, Value::Int(0x3fc0_0000)), "1.5");
+        assert_eq!(text(Kind::F64, Value::Int(0xc000_0000_0000_0000)), "-2");
+        assert_eq!(text(Kind::Pointer, Value::Int(0x7ffd)), "0x7ffd");
+        assert_eq!(text(Kind::Duration, Value::Int(5)), "5ns");
+        assert_eq!(text(Kind::Str, Value::Unreadable(0)), "null");
+        assert_eq!(text(Kind::Str, Value::from("a\"é\n")), "\"a\\\"é\\n\"");
+        let bytes = Value::Str {
+            bytes: vec![0xff; 3],
+            truncated: false,
+        };
+        assert_eq!(text(Kind::Str, bytes), "\"\\xff\\xff\\xff\"");
+        let mut s = String::new();
+        push_bytes_text(
+            &mut s,
+            &Value::Str {
+                bytes: (0..70).collect(),
+                truncated: false,
+            },
+        );
+        assert!(s.starts_with("[00 01 02") && s.ends_with(" 3f ...]"), "{s}");
+        assert_eq!(float(Kind::F32, 0x3f8c_cccd), 1.1);
+    }
+}
