@@ -58,9 +58,12 @@ pub fn sizes(quick: bool) -> [(&'static str, Vec<usize>); 3] {
 /// Hot-loop iterations per rate measurement.
 const HOT: u64 = 200_000;
 
+/// The rows measured, and the runs that failed with the reason.
+pub type Outcome = (Vec<ManyRow>, Vec<(String, String)>);
+
 /// Runs the section; `Err` says why it could not run at all, and rows that
 /// failed are left out with the reason in the second list.
-pub fn run(quick: bool) -> Result<(Vec<ManyRow>, Vec<(String, String)>), String> {
+pub fn run(quick: bool) -> Result<Outcome, String> {
     if !usdt_provision::is_root() {
         return Err("attaching uprobes needs root".into());
     }

@@ -51,7 +51,7 @@ pub struct Report {
 }
 
 /// The many-sites section's outcome.
-pub type Many = Result<(Vec<crate::many::ManyRow>, Vec<(String, String)>), String>;
+pub type Many = Result<crate::many::Outcome, String>;
 
 impl Report {
     fn reference(&self) -> Option<f64> {
