@@ -222,6 +222,9 @@ fn list(args: &[OsString]) -> Result<i32, Error> {
 fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
     let mut any = false;
     for object in read_process(pid)? {
+        if let Ok(p) = &object.probes {
+            warn_skipped(&object.path, p);
+        }
         let probes = match object.probes {
             Ok(p) if !p.sites.is_empty() => p,
             Ok(_) => continue,
@@ -338,10 +341,7 @@ type Objects = Vec<(PathBuf, Vec<Site>)>;
 
 /// Attaches to a running process until it exits or Ctrl-C.
 fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
-    let objects: Objects = read_process(pid)?
-        .into_iter()
-        .filter_map(|o| Some((o.open_path, o.probes.ok()?.sites)))
-        .collect();
+    let objects = process_objects(read_process(pid)?);
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     let mut tracer = Tracer::new(opts.attach);
     attach(&mut tracer, &objects, &opts.operands, pid)?;
@@ -395,6 +395,7 @@ fn command_objects(command: &OsString) -> Result<(PathBuf, Objects), Error> {
     let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
     for lib in shared_libraries(&program) {
         if let Ok(probes) = read_file_probes(&lib) {
+            warn_skipped(&lib, &probes);
             objects.push((lib, probes.sites));
         }
     }
@@ -402,11 +403,32 @@ fn command_objects(command: &OsString) -> Result<(PathBuf, Objects), Error> {
 }
 
 fn read_probes_of(path: &Path) -> Result<ElfProbes, Error> {
-    read_file_probes(path).map_err(|e| match e {
+    let probes = read_file_probes(path).map_err(|e| match e {
         Error::Io { .. } => e,
         Error::NotElf => Error::Invalid(format!("{} is not an ELF file", path.display())),
         e => Error::Invalid(format!("{}: {e}", path.display())),
-    })
+    })?;
+    warn_skipped(path, &probes);
+    Ok(probes)
+}
+
+/// One line per note skipped because it is malformed as a whole.
+fn warn_skipped(path: &Path, probes: &ElfProbes) {
+    for skipped in &probes.skipped {
+        eprintln!("usdt: {}: {skipped}", path.display());
+    }
+}
+
+/// The sites of a process's objects (warning about skipped notes).
+fn process_objects(objects: Vec<usdt_trace::MappedObject>) -> Objects {
+    objects
+        .into_iter()
+        .filter_map(|o| {
+            let probes = o.probes.ok()?;
+            warn_skipped(&o.path, &probes);
+            Some((o.open_path, probes.sites))
+        })
+        .collect()
 }
 
 fn absolute(path: &Path) -> PathBuf {
