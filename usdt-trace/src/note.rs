@@ -44,6 +44,7 @@ const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
 /// use usdt_trace::{layout_of, Machine, SiteLayout};
 /// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x44, 0, 0, 0xc3], Machine::X86_64), SiteLayout::NopNop5);
 /// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x40, 0], Machine::X86_64), SiteLayout::Nop);
+/// assert_eq!(layout_of(&[0x0f, 0x1f, 0x44, 0, 0], Machine::X86_64), SiteLayout::Nop5);
 /// assert_eq!(layout_of(&[], Machine::X86_64), SiteLayout::Other);
 /// ```
 pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
@@ -51,6 +52,7 @@ pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
         Machine::X86_64 if bytes.starts_with(&NOP_NOP10) => SiteLayout::NopNop10,
         Machine::X86_64 if bytes.starts_with(&NOP_NOP5) => SiteLayout::NopNop5,
         Machine::X86_64 if bytes.first() == Some(&0x90) => SiteLayout::Nop,
+        Machine::X86_64 if bytes.starts_with(&NOP_NOP5[1..]) => SiteLayout::Nop5,
         Machine::Aarch64 if bytes.starts_with(&AARCH64_NOP) => SiteLayout::Nop,
         _ => SiteLayout::Other,
     }

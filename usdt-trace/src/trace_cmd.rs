@@ -279,11 +279,8 @@ impl Output {
         line.extend_from_slice(hit.provider.as_bytes());
         line.push(b':');
         line.extend_from_slice(hit.name.as_bytes());
-        line.push(b' ');
         for (i, arg) in hit.args.iter().enumerate() {
-            if i > 0 {
-                line.push(b' ');
-            }
+            line.push(b' ');
             line.extend_from_slice(b"arg");
             push_uint(line, i as u64, 1);
             line.push(b'=');
