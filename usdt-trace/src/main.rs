@@ -394,9 +394,12 @@ fn command_objects(command: &OsString) -> Result<(PathBuf, Objects), Error> {
     let program = absolute(&resolve_program(Path::new(command))?);
     let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
     for lib in shared_libraries(&program) {
-        if let Ok(probes) = read_file_probes(&lib) {
-            warn_skipped(&lib, &probes);
-            objects.push((lib, probes.sites));
+        match read_file_probes(&lib) {
+            Ok(probes) => {
+                warn_skipped(&lib, &probes);
+                objects.push((lib, probes.sites));
+            }
+            Err(e) => not_attached(&lib, &e),
         }
     }
     Ok((program, objects))
@@ -419,14 +422,25 @@ fn warn_skipped(path: &Path, probes: &ElfProbes) {
     }
 }
 
-/// The sites of a process's objects (warning about skipped notes).
+/// One line for a file whose probes cannot be read: never skipped in silence.
+fn not_attached(path: &Path, e: &Error) {
+    eprintln!("usdt: {}: {e}; its probes are not attached", path.display());
+}
+
+/// The sites of a process's objects (saying which cannot be read, and
+/// which notes are skipped).
 fn process_objects(objects: Vec<usdt_trace::MappedObject>) -> Objects {
     objects
         .into_iter()
-        .filter_map(|o| {
-            let probes = o.probes.ok()?;
-            warn_skipped(&o.path, &probes);
-            Some((o.open_path, probes.sites))
+        .filter_map(|o| match o.probes {
+            Ok(probes) => {
+                warn_skipped(&o.path, &probes);
+                Some((o.open_path, probes.sites))
+            }
+            Err(e) => {
+                not_attached(&o.path, &e);
+                None
+            }
         })
         .collect()
 }

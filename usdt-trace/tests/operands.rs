@@ -391,3 +391,53 @@ fn one_odd_operand_hides_none_of_810_sites() {
         "arg0=810 arg1=? (xmm registers are not sampled) arg2=810"
     );
 }
+
+#[test]
+fn a_library_that_cannot_be_read_is_named_not_skipped_in_silence() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
+    let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("badlib-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("libcdemolib.so");
+    let exe = dir.join("cdemo");
+    let cc = |args: &[&std::ffi::OsStr]| {
+        assert!(Command::new("cc").args(args).status().unwrap().success());
+    };
+    cc(&[
+        "-O2".as_ref(),
+        "-shared".as_ref(),
+        "-fPIC".as_ref(),
+        "-o".as_ref(),
+        lib.as_ref(),
+        c.join("cdemolib.c").as_ref(),
+    ]);
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    cc(&[
+        "-O2".as_ref(),
+        "-o".as_ref(),
+        exe.as_ref(),
+        c.join("cdemo.c").as_ref(),
+        c.join("cdemo_guarded.c").as_ref(),
+        lib.as_ref(),
+        rpath.as_ref(),
+    ]);
+    // The section headers point past the end: the loader does not need
+    // them, the note reader does.
+    let mut bytes = std::fs::read(&lib).unwrap();
+    bytes[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes());
+    std::fs::write(&lib, bytes).unwrap();
+    let out = usdt(&["count", "--", exe.to_str().unwrap(), "2", "0", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "evaluated 0\ncdemo:guarded 0\ncdemo:plain 2\n"
+    );
+    let err = text(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("libcdemolib.so"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(line.ends_with("; its probes are not attached"), "{line}");
+}
