@@ -14,6 +14,9 @@ use std::process::{Command, Output};
 use usdt_provision::{Need, CLANG, GDB};
 
 const GDB_NEED: Need = Need::package(GDB, "its $_probe_argN values are compared with usdt's");
+const TRACEFS_NEED: Need = Need::tracefs(
+    "the kernel reads red-zone operands (gcc -O0, clang -O2) at the hit through tracefs uprobe events",
+);
 const CLANG_NEED: Need = Need::package(CLANG, "clang -O2 writes operand forms gcc does not");
 
 /// Compiles `tests/c/SOURCE` with `compiler` and `flags` into `NAME` (once
@@ -184,7 +187,7 @@ const WIDE_BYTES: &str = "arg0=hex:18171615141312110807060504030201 \
 
 #[test]
 fn every_form_gcc_and_clang_write_is_read_and_traced() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !common::ready(&[common::ROOT, common::SDT, TRACEFS_NEED]) {
         return;
     }
     let mut builds = vec![
