@@ -18,6 +18,9 @@ pub enum SiteLayout {
     NopNop10,
     /// A single `nop` (x86 `90`, aarch64 `d503201f`), as sys/sdt.h emits.
     Nop,
+    /// A `nop5` alone (`0f 1f 44 00 00`), as the kernel's BPF selftests
+    /// write their sites: a uprobe goes at Location.
+    Nop5,
     /// Anything else.
     Other,
 }
@@ -29,12 +32,13 @@ impl SiteLayout {
         matches!(self, SiteLayout::NopNop5 | SiteLayout::NopNop10)
     }
 
-    /// A short name: `nop;nop5`, `nop;nop10`, `nop` or `other`.
+    /// A short name: `nop;nop5`, `nop;nop10`, `nop`, `nop5` or `other`.
     pub const fn name(self) -> &'static str {
         match self {
             SiteLayout::NopNop5 => "nop;nop5",
             SiteLayout::NopNop10 => "nop;nop10",
             SiteLayout::Nop => "nop",
+            SiteLayout::Nop5 => "nop5",
             SiteLayout::Other => "other",
         }
     }

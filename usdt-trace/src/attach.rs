@@ -76,7 +76,7 @@ pub fn attach_delta(
         }
         AttachPoint::Next if site.layout.has_long_nop() => Ok(1),
         AttachPoint::Next => Err(Error::Invalid(format!(
-            "probe {}:{} at {:#x} is a {} site with no long nop after it, so it cannot be attached at Location + 1",
+            "probe {}:{} at {:#x} (layout {}) has no long nop after a nop, so it cannot be attached at Location + 1",
             site.provider, site.name, site.location, site.layout
         ))),
     }

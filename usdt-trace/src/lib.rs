@@ -67,7 +67,9 @@ mod sample;
 mod signature;
 mod tracefs;
 
-pub use arg::{parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, MAX_ARGS, MAX_ARGS_TEXT};
+pub use arg::{
+    parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
+};
 pub use attach::{
     attach_delta, auto_attach_words, online_cpus, AttachPoint, AttachedSite, Target, Tracer,
 };
@@ -77,7 +79,7 @@ pub use error::Error;
 pub use glob::{closest, glob_match};
 pub use note::{
     layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,
-    MAX_NAME, NT_STAPSDT, SITE_BYTES,
+    SkippedNote, MAX_NAME, NT_STAPSDT, SITE_BYTES,
 };
 pub use process::{
     load_bias, process_alive, process_exe, process_threads, read_maps, read_process,

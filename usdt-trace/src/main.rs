@@ -266,6 +266,9 @@ fn list(args: &[OsString]) -> Result<i32, Error> {
 fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
     let mut any = false;
     for object in read_process(pid)? {
+        if let Ok(p) = &object.probes {
+            warn_skipped(&object.path, p);
+        }
         let probes = match object.probes {
             Ok(p) if !p.sites.is_empty() => p,
             Ok(_) => continue,
@@ -390,10 +393,7 @@ type Objects = Vec<(PathBuf, Vec<Site>)>;
 
 /// Attaches to a running process until it exits or Ctrl-C.
 fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
-    let objects: Objects = read_process(pid)?
-        .into_iter()
-        .filter_map(|o| Some((o.open_path, o.probes.ok()?.sites)))
-        .collect();
+    let objects = process_objects(read_process(pid)?);
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     let engine = Engine::chosen(opts.engine)?;
     let counter = attach(engine, &objects, opts, Target::Pid(pid))?;
@@ -477,19 +477,55 @@ fn command_objects(command: &OsString) -> Result<(PathBuf, Objects), Error> {
     let program = absolute(&resolve_program(Path::new(command))?);
     let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
     for lib in shared_libraries(&program) {
-        if let Ok(probes) = read_file_probes(&lib) {
-            objects.push((lib, probes.sites));
+        match read_file_probes(&lib) {
+            Ok(probes) => {
+                warn_skipped(&lib, &probes);
+                objects.push((lib, probes.sites));
+            }
+            Err(e) => not_attached(&lib, &e),
         }
     }
     Ok((program, objects))
 }
 
 fn read_probes_of(path: &Path) -> Result<ElfProbes, Error> {
-    read_file_probes(path).map_err(|e| match e {
+    let probes = read_file_probes(path).map_err(|e| match e {
         Error::Io { .. } => e,
         Error::NotElf => Error::Invalid(format!("{} is not an ELF file", path.display())),
         e => Error::Invalid(format!("{}: {e}", path.display())),
-    })
+    })?;
+    warn_skipped(path, &probes);
+    Ok(probes)
+}
+
+/// One line per note skipped because it is malformed as a whole.
+fn warn_skipped(path: &Path, probes: &ElfProbes) {
+    for skipped in &probes.skipped {
+        eprintln!("usdt: {}: {skipped}", path.display());
+    }
+}
+
+/// One line for a file whose probes cannot be read: never skipped in silence.
+fn not_attached(path: &Path, e: &Error) {
+    eprintln!("usdt: {}: {e}; its probes are not attached", path.display());
+}
+
+/// The sites of a process's objects (saying which cannot be read, and
+/// which notes are skipped).
+fn process_objects(objects: Vec<usdt_trace::MappedObject>) -> Objects {
+    objects
+        .into_iter()
+        .filter_map(|o| match o.probes {
+            Ok(probes) => {
+                warn_skipped(&o.path, &probes);
+                Some((o.open_path, probes.sites))
+            }
+            Err(e) => {
+                not_attached(&o.path, &e);
+                None
+            }
+        })
+        .collect()
 }
 
 fn absolute(path: &Path) -> PathBuf {

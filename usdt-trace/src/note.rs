@@ -10,13 +10,15 @@
 //! or otherwise moved, `.stapsdt.base`'s address differs from the Base the note
 //! recorded, and both shift by the difference, as every sys/sdt.h consumer does.
 
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
 use std::path::Path;
 
 use object::elf;
-use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
-use object::Endianness;
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, Sym};
+use object::{Endianness, ReadRef};
 
-use crate::arg::{parse_args, Arg, Machine};
+use crate::arg::{parse_args, Arg, Machine, Operand};
 use crate::{Error, SiteLayout};
 
 type Header = elf::FileHeader64<Endianness>;
@@ -42,6 +44,7 @@ const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
 /// use usdt_trace::{layout_of, Machine, SiteLayout};
 /// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x44, 0, 0, 0xc3], Machine::X86_64), SiteLayout::NopNop5);
 /// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x40, 0], Machine::X86_64), SiteLayout::Nop);
+/// assert_eq!(layout_of(&[0x0f, 0x1f, 0x44, 0, 0], Machine::X86_64), SiteLayout::Nop5);
 /// assert_eq!(layout_of(&[], Machine::X86_64), SiteLayout::Other);
 /// ```
 pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
@@ -49,6 +52,7 @@ pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
         Machine::X86_64 if bytes.starts_with(&NOP_NOP10) => SiteLayout::NopNop10,
         Machine::X86_64 if bytes.starts_with(&NOP_NOP5) => SiteLayout::NopNop5,
         Machine::X86_64 if bytes.first() == Some(&0x90) => SiteLayout::Nop,
+        Machine::X86_64 if bytes.starts_with(&NOP_NOP5[1..]) => SiteLayout::Nop5,
         Machine::Aarch64 if bytes.starts_with(&AARCH64_NOP) => SiteLayout::Nop,
         _ => SiteLayout::Other,
     }
@@ -119,6 +123,31 @@ pub struct ElfProbes {
     pub segments: Vec<Segment>,
     /// The probe sites, in note order.
     pub sites: Vec<Site>,
+    /// The notes skipped because they are malformed as a whole (the other
+    /// notes are read all the same).
+    pub skipped: Vec<SkippedNote>,
+}
+
+/// A stapsdt note malformed as a whole, which the reader skipped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedNote {
+    /// Its position among the file's stapsdt notes, from 0.
+    pub index: usize,
+    /// `provider:name`, when the note got that far.
+    pub probe: Option<String>,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// `stapsdt note 3 (p:n) is malformed and skipped: REASON`.
+impl fmt::Display for SkippedNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stapsdt note {}", self.index)?;
+        if let Some(probe) = &self.probe {
+            write!(f, " ({probe})")?;
+        }
+        write!(f, " is malformed and skipped: {}", self.reason)
+    }
 }
 
 impl ElfProbes {
@@ -182,6 +211,7 @@ pub fn read_probes(data: &[u8]) -> Result<ElfProbes, Error> {
         elf_type: header.e_type(endian),
         segments,
         sites: vec![],
+        skipped: vec![],
     };
     let sections = header.sections(endian, data)?;
     let stapsdt_base = sections
@@ -195,24 +225,106 @@ pub fn read_probes(data: &[u8]) -> Result<ElfProbes, Error> {
         let Some(mut notes) = section.notes(endian, data)? else {
             continue;
         };
-        while let Some(note) = notes.next().map_err(|e| Error::BadNote {
-            index,
-            reason: e.to_string(),
-        })? {
+        loop {
+            let note = match notes.next() {
+                Ok(Some(note)) => note,
+                Ok(None) => break,
+                // The notes after a malformed header cannot be found.
+                Err(e) => {
+                    probes.skipped.push(SkippedNote {
+                        index,
+                        probe: None,
+                        reason: format!("{e} (the rest of its section is not read)"),
+                    });
+                    break;
+                }
+            };
             if note.name() == b"stapsdt" && note.n_type(endian) == NT_STAPSDT {
-                let raw =
-                    parse_desc(note.desc(), endian, machine).map_err(|reason| match reason {
-                        DescError::Note(reason) => Error::BadNote { index, reason },
-                        DescError::Args(e) => e,
-                    })?;
-                probes
-                    .sites
-                    .push(raw.into_site(&probes, stapsdt_base, data));
+                match parse_desc(note.desc(), endian, machine) {
+                    Ok(raw) => {
+                        let site = raw.into_site(&probes, stapsdt_base, data);
+                        probes.sites.push(site);
+                    }
+                    Err((probe, reason)) => probes.skipped.push(SkippedNote {
+                        index,
+                        probe,
+                        reason,
+                    }),
+                }
             }
             index += 1;
         }
     }
+    resolve_symbols(&mut probes.sites, &sections, endian, data);
     Ok(probes)
+}
+
+/// Gives each `sym(%rip)` operand its symbol's address from the file's
+/// `.symtab` and `.dynsym`; one whose symbol is missing (a local label the
+/// assembler left out, a stripped file) or defined more than once becomes
+/// unreadable, with the reason.
+fn resolve_symbols<'d, R: ReadRef<'d>>(
+    sites: &mut [Site],
+    sections: &SectionTable<'d, Header, R>,
+    endian: Endianness,
+    data: R,
+) {
+    let wanted: BTreeSet<String> = sites
+        .iter()
+        .flat_map(|s| &s.args)
+        .filter_map(|a| match &a.operand {
+            Operand::Symbol {
+                name, addr: None, ..
+            } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    if wanted.is_empty() {
+        return;
+    }
+    let mut found: HashMap<&str, BTreeSet<u64>> = HashMap::new();
+    for kind in [elf::SHT_SYMTAB, elf::SHT_DYNSYM] {
+        let Ok(table) = sections.symbols(endian, data, kind) else {
+            continue;
+        };
+        for sym in table.iter() {
+            if sym.st_shndx(endian) == elf::SHN_UNDEF {
+                continue;
+            }
+            let Ok(name) = table.symbol_name(endian, sym) else {
+                continue;
+            };
+            if let Some(name) = std::str::from_utf8(name).ok().and_then(|n| wanted.get(n)) {
+                found
+                    .entry(name.as_str())
+                    .or_default()
+                    .insert(sym.st_value(endian));
+            }
+        }
+    }
+    for arg in sites.iter_mut().flat_map(|s| &mut s.args) {
+        let Operand::Symbol { name, offset, addr } = &mut arg.operand else {
+            continue;
+        };
+        let reason = match found.get(name.as_str()) {
+            Some(values) if values.len() == 1 => {
+                *addr = values.first().map(|v| v.wrapping_add(*offset as u64));
+                continue;
+            }
+            Some(values) => format!(
+                "symbol `{name}` has {} different addresses in the file's symbol tables",
+                values.len()
+            ),
+            None if name.starts_with(".L") => format!(
+                "`{name}` is a local label, which the assembler leaves out of the symbol tables"
+            ),
+            None => format!("symbol `{name}` is not in the file's symbol tables (stripped?)"),
+        };
+        arg.operand = Operand::Unreadable {
+            text: arg.to_string(),
+            reason,
+        };
+    }
 }
 
 /// Checks the identification bytes first, for precise errors.
@@ -240,14 +352,15 @@ struct RawSite {
     args: Vec<Arg>,
 }
 
-enum DescError {
-    Note(String),
-    Args(Error),
-}
-
-fn parse_desc(desc: &[u8], endian: Endianness, machine: Machine) -> Result<RawSite, DescError> {
+/// Parses a note's descriptor; on error, the probe's name when it got that
+/// far, and what is wrong.
+fn parse_desc(
+    desc: &[u8],
+    endian: Endianness,
+    machine: Machine,
+) -> Result<RawSite, (Option<String>, String)> {
     use object::Endian;
-    let bad = |s: &str| DescError::Note(s.into());
+    let bad = |s: &str| (None, s.to_string());
     if desc.len() < 24 {
         return Err(bad(
             "its descriptor is shorter than the three 8-byte addresses",
@@ -259,19 +372,18 @@ fn parse_desc(desc: &[u8], endian: Endianness, machine: Machine) -> Result<RawSi
         endian.read_u64_bytes(b)
     };
     let mut strings = desc[24..].split(|b| *b == 0);
-    let mut next = |what: &str, max: usize| -> Result<String, DescError> {
+    let mut next = |what: &str, max: usize| -> Result<String, (Option<String>, String)> {
         let s = strings.next().unwrap_or_default();
         if s.len() > max {
-            return Err(DescError::Note(format!(
-                "its {what} is longer than {max} bytes"
-            )));
+            return Err((None, format!("its {what} is longer than {max} bytes")));
         }
-        String::from_utf8(s.to_vec())
-            .map_err(|_| DescError::Note(format!("its {what} is not UTF-8")))
+        String::from_utf8(s.to_vec()).map_err(|_| (None, format!("its {what} is not UTF-8")))
     };
     let provider = next("provider", MAX_NAME)?;
     let name = next("probe name", MAX_NAME)?;
-    let args_text = next("argument string", crate::arg::MAX_ARGS_TEXT)?;
+    let probe = Some(format!("{provider}:{name}"));
+    let args_text = next("argument string", crate::arg::MAX_ARGS_TEXT)
+        .map_err(|(_, reason)| (probe.clone(), reason))?;
     // Three strings need three NULs; `split` yields a final piece after the last one.
     if desc[24..].iter().filter(|b| **b == 0).count() < 3 {
         return Err(bad(
@@ -281,7 +393,7 @@ fn parse_desc(desc: &[u8], endian: Endianness, machine: Machine) -> Result<RawSi
     if provider.is_empty() || name.is_empty() {
         return Err(bad("its provider or probe name is empty"));
     }
-    let args = parse_args(&args_text, machine).map_err(DescError::Args)?;
+    let args = parse_args(&args_text, machine).map_err(|e| (probe, e.to_string()))?;
     Ok(RawSite {
         location: word(0),
         base: word(1),

@@ -228,6 +228,7 @@ mod tests {
                 },
             ],
             sites: vec![],
+            skipped: vec![],
         };
         let text = parse_maps_line("55d0001000-55d0002000 r-xp 00001000 fe:01 9 /x").unwrap();
         assert_eq!(load_bias(&probes, &[&text]), Some(0x55d0000000));

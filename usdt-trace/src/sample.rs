@@ -6,10 +6,21 @@
 //! - A register operand is read at its width and sign from the sampled
 //!   registers: exact.
 //! - An immediate (`$5`) is the note's constant: exact.
-//! - A site with memory operands (`disp(%reg)`) or string arguments (see
+//! - A float (`4f@`, `8f@`) is decoded as an `f32` or `f64` ([`Value::F32`],
+//!   [`Value::F64`]); a 16 or 24-byte value (a struct or `__int128` passed
+//!   by value) is kept as its bytes ([`Value::Bytes`]).
+//! - An argument the note reader could not read ([`Operand::Unreadable`]:
+//!   `%xmm0`, a stripped symbol) is [`Value::Unavailable`], with the reason.
+//! - An indexed operand (`8@(%rdx,%rax,8)`) is computed from the sampled
+//!   registers and read like a memory operand below; a symbol's operand
+//!   (`sym(%rip)`) is at the symbol's address plus the load bias, which the
+//!   sampled instruction pointer gives (the uprobe's address in the process
+//!   minus its link-time address).
+//! - A site with memory operands (`disp(%reg)`, symbols) or string arguments (see
 //!   [`Sampler::string_arg`]) gets, when tracefs is mounted and writable, a
 //!   uprobe event defined in `uprobe_events` whose fetch arguments make the
-//!   kernel read them at the hit (`-8(%sp):u64`, `+0(%di):string`) into the
+//!   kernel read them at the hit (`-8(%sp):u64`, `+0(%di):string`, a
+//!   symbol as `@+FILE_OFFSET:u64`) into the
 //!   sample's raw record: exact, including GCC's red-zone operands
 //!   (`-8@-16(%rsp)`) and strings freed right after the probe. The kernel
 //!   does not fault pages in: a string it could not read is read from the
@@ -37,7 +48,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::arg::{Arg, Operand, Reg64, RegWidth};
+use crate::arg::{Arg, Operand, Reg, Reg64, RegWidth};
 use crate::attach::{
     attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open, PerfEventAttr, Uprobe,
 };
@@ -80,6 +91,15 @@ pub enum Value {
     },
     /// Memory the argument points at could not be read (the address).
     Unreadable(u64),
+    /// A 4-byte float (`4f@`), as its bits (so that values compare exactly).
+    F32(u32),
+    /// An 8-byte float (`8f@`), as its bits.
+    F64(u64),
+    /// A 16 or 24-byte value (a struct or `__int128` passed by value), as
+    /// the bytes in memory order.
+    Bytes(Vec<u8>),
+    /// The argument cannot be read: why (`xmm registers are not sampled`).
+    Unavailable(String),
 }
 
 impl Value {
@@ -87,6 +107,15 @@ impl Value {
     pub fn int(&self) -> Option<i128> {
         match self {
             Value::Int(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The float, if this is one.
+    pub fn float(&self) -> Option<f64> {
+        match self {
+            Value::F32(bits) => Some(f32::from_bits(*bits).into()),
+            Value::F64(bits) => Some(f64::from_bits(*bits)),
             _ => None,
         }
     }
@@ -111,6 +140,18 @@ macro_rules! value_from_int {
 }
 value_from_int!(u8 u16 u32 u64 usize i8 i16 i32 i64 isize bool);
 
+impl From<f32> for Value {
+    fn from(x: f32) -> Value {
+        Value::F32(x.to_bits())
+    }
+}
+
+impl From<f64> for Value {
+    fn from(x: f64) -> Value {
+        Value::F64(x.to_bits())
+    }
+}
+
 impl From<char> for Value {
     fn from(c: char) -> Value {
         Value::Int(c as i128)
@@ -126,8 +167,10 @@ impl From<&str> for Value {
     }
 }
 
-/// Integers in decimal, strings quoted with C-style escapes (`"a\"b\n\x01"`)
-/// and `...` after a truncated one, unreadable memory as `<unreadable 0x..>`.
+/// Integers in decimal, floats as Rust prints them (`1.5`, `-3.25`, `NaN`),
+/// strings quoted with C-style escapes (`"a\"b\n\x01"`) and `...` after a
+/// truncated one, bytes in hex after `hex:`, unreadable memory as
+/// `<unreadable 0x..>`, an argument that cannot be read as `? (why)`.
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -153,6 +196,13 @@ impl fmt::Display for Value {
                 f.write_str(if *truncated { "\"..." } else { "\"" })
             }
             Value::Unreadable(addr) => write!(f, "<unreadable {addr:#x}>"),
+            Value::F32(bits) => write!(f, "{}", f32::from_bits(*bits)),
+            Value::F64(bits) => write!(f, "{}", f64::from_bits(*bits)),
+            Value::Bytes(bytes) => {
+                f.write_str("hex:")?;
+                bytes.iter().try_for_each(|b| write!(f, "{b:02x}"))
+            }
+            Value::Unavailable(why) => write!(f, "? ({why})"),
         }
     }
 }
@@ -223,6 +273,7 @@ fn perf_reg(reg: Reg64) -> Option<u32> {
     })
 }
 const PERF_REG_SP: u32 = 7;
+const PERF_REG_IP: u32 = 8;
 
 /// How to decode the samples of one site.
 #[derive(Debug)]
@@ -242,6 +293,9 @@ struct Plan {
     /// Read by the kernel at the hit (a tracefs uprobe event): where each
     /// value and string is in the raw record.
     raw: Option<RawPlan>,
+    /// The link-time address of the uprobe: the sampled instruction pointer
+    /// minus this is the load bias.
+    attach_addr: u64,
 }
 
 /// The fields of a tracefs uprobe event's raw record, per argument.
@@ -257,21 +311,25 @@ impl Plan {
         let mut mask = 1u64 << PERF_REG_SP;
         let mut memory = strings.iter().any(|s| *s);
         for arg in &site.args {
-            let reg = match arg.operand {
-                Operand::Register(r) => r.reg,
-                Operand::Memory { base, .. } => {
-                    memory = true;
-                    base.reg
+            let regs: Vec<Reg64> = match &arg.operand {
+                Operand::Register(r) => vec![r.reg],
+                Operand::Memory { base, .. } => vec![base.reg],
+                Operand::Indexed { base, index, .. } => {
+                    base.iter().chain([index]).map(|r| r.reg).collect()
                 }
-                Operand::Immediate(_) => continue,
+                Operand::Symbol { .. } => vec![Reg64::Rip],
+                Operand::Immediate(_) | Operand::Unreadable { .. } => continue,
             };
-            let n = perf_reg(reg).ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "aarch64 registers (in the arguments of {})",
-                    site.probe()
-                ))
-            })?;
-            mask |= 1 << n;
+            memory |= !matches!(arg.operand, Operand::Register(_));
+            for reg in regs {
+                let n = perf_reg(reg).ok_or_else(|| {
+                    Error::Unsupported(format!(
+                        "aarch64 registers (in the arguments of {})",
+                        site.probe()
+                    ))
+                })?;
+                mask |= 1 << n;
+            }
         }
         Ok(Plan {
             provider: site.provider.as_str().into(),
@@ -282,6 +340,7 @@ impl Plan {
             regs_mask: mask,
             stack_bytes: if memory { stack_bytes } else { 0 },
             raw: None,
+            attach_addr: site.location,
         })
     }
 
@@ -406,74 +465,120 @@ fn int_value(raw: u64, size: u8, signed: bool) -> i128 {
     }
 }
 
+/// The part of a register's value a note names.
+fn register_part(v: u64, width: RegWidth) -> u64 {
+    match width {
+        RegWidth::Low8 => v & 0xff,
+        RegWidth::High8 => (v >> 8) & 0xff,
+        RegWidth::W16 => v & 0xffff,
+        RegWidth::W32 => v & 0xffff_ffff,
+        RegWidth::W64 => v,
+    }
+}
+
+/// An argument's value from its little-endian bytes (`arg.size` of them,
+/// or a register's 8).
+fn value_of(arg: &Arg, bytes: &[u8]) -> Value {
+    let size = usize::from(arg.size);
+    if size > 8 {
+        return Value::Bytes(bytes[..size.min(bytes.len())].to_vec());
+    }
+    let mut word = [0u8; 8];
+    let n = bytes.len().min(8);
+    word[..n].copy_from_slice(&bytes[..n]);
+    let raw = u64::from_le_bytes(word);
+    match (arg.float, arg.size) {
+        (true, 4) => Value::F32(raw as u32),
+        (true, 8) => Value::F64(raw),
+        _ => Value::Int(int_value(raw, arg.size, arg.signed)),
+    }
+}
+
 fn decode_arg(plan: &Plan, cx: &Context<'_>, i: usize) -> Value {
-    let arg = plan.args[i];
-    let raw = match arg.operand {
-        Operand::Immediate(n) => n as u64,
+    let arg = &plan.args[i];
+    let reg = |r: &Reg| perf_reg(r.reg).map_or(0, |n| plan.reg(cx.regs, n));
+    let addr = match &arg.operand {
+        Operand::Unreadable { reason, .. } => return Value::Unavailable(reason.clone()),
+        Operand::Immediate(n) => return finish(plan, cx, i, &n.to_le_bytes()),
         Operand::Register(r) => {
-            let v = perf_reg(r.reg).map_or(0, |n| plan.reg(cx.regs, n));
-            match r.width {
-                RegWidth::Low8 => v & 0xff,
-                RegWidth::High8 => (v >> 8) & 0xff,
-                RegWidth::W16 => v & 0xffff,
-                RegWidth::W32 => v & 0xffff_ffff,
-                RegWidth::W64 => v,
-            }
+            let v = register_part(reg(r), r.width);
+            return finish(plan, cx, i, &v.to_le_bytes());
         }
-        Operand::Memory { base, disp } => {
-            let b = perf_reg(base.reg).map_or(0, |n| plan.reg(cx.regs, n));
-            let addr = b.wrapping_add(disp as u64);
-            match cx.read(addr, arg.size.into()) {
-                Some(bytes) => {
-                    let mut word = [0u8; 8];
-                    word[..bytes.len()].copy_from_slice(&bytes);
-                    u64::from_le_bytes(word)
-                }
-                None => return Value::Unreadable(addr),
-            }
+        Operand::Memory { base, disp } => reg(base).wrapping_add(*disp as u64),
+        Operand::Indexed {
+            base,
+            index,
+            scale,
+            disp,
+        } => base
+            .as_ref()
+            .map_or(0, reg)
+            .wrapping_add(reg(index).wrapping_mul((*scale).into()))
+            .wrapping_add(*disp as u64),
+        Operand::Symbol { addr: Some(a), .. } => {
+            let bias = plan
+                .reg(cx.regs, PERF_REG_IP)
+                .wrapping_sub(plan.attach_addr);
+            a.wrapping_add(bias)
+        }
+        Operand::Symbol { name, .. } => {
+            return Value::Unavailable(format!("symbol `{name}` was not looked up"))
         }
     };
-    let value = int_value(raw, arg.size, arg.signed);
-    if plan.strings.get(i).copied().unwrap_or(false) {
-        return cx.string(value as u64);
+    match cx.read(addr, arg.size.into()) {
+        Some(bytes) => finish(plan, cx, i, &bytes),
+        None => Value::Unreadable(addr),
     }
-    if plan.bytes.get(i).copied().unwrap_or(false) {
-        if let Some(bytes) = cx.read(value as u64, BYTES_FETCH) {
-            return Value::Str {
-                bytes,
-                truncated: false,
-            };
+}
+
+/// The value of argument `i` from its bytes, or the string it points at.
+fn finish(plan: &Plan, cx: &Context<'_>, i: usize, bytes: &[u8]) -> Value {
+    let value = value_of(&plan.args[i], bytes);
+    match value {
+        Value::Int(n) if plan.strings.get(i).copied().unwrap_or(false) => cx.string(n as u64),
+        // A byte slice's first bytes, read after the hit.
+        Value::Int(n) if plan.bytes.get(i).copied().unwrap_or(false) => {
+            match cx.read(n as u64, BYTES_FETCH) {
+                Some(bytes) => Value::Str {
+                    bytes,
+                    truncated: false,
+                },
+                None => value,
+            }
         }
+        value => value,
     }
-    Value::Int(value)
 }
 
 /// Decodes argument `i` from a tracefs event's raw record.
 fn decode_raw_arg(plan: &Plan, raw: &RawPlan, data: &[u8], pid: u32, i: usize) -> Value {
-    let arg = plan.args[i];
-    let value = match (arg.operand, raw.values[i]) {
-        (Operand::Immediate(n), _) => n as u64,
+    let arg = &plan.args[i];
+    let bytes = match (&arg.operand, raw.values[i]) {
+        (Operand::Unreadable { reason, .. }, _) => return Value::Unavailable(reason.clone()),
+        (Operand::Immediate(n), _) => n.to_le_bytes().to_vec(),
         (operand, Some(field)) => {
-            let Some(bytes) = data.get(field.offset..field.offset + field.size.min(8)) else {
+            let Some(bytes) = data.get(field.offset..field.offset + field.size) else {
                 return Value::Unreadable(0);
             };
-            let mut word = [0u8; 8];
-            word[..bytes.len()].copy_from_slice(bytes);
-            let v = u64::from_le_bytes(word);
             match operand {
-                Operand::Register(r) => match r.width {
-                    RegWidth::Low8 => v & 0xff,
-                    RegWidth::High8 => (v >> 8) & 0xff,
-                    RegWidth::W16 => v & 0xffff,
-                    RegWidth::W32 => v & 0xffff_ffff,
-                    RegWidth::W64 => v,
-                },
-                _ => v,
+                Operand::Register(r) => {
+                    let mut word = [0u8; 8];
+                    let n = bytes.len().min(8);
+                    word[..n].copy_from_slice(&bytes[..n]);
+                    register_part(u64::from_le_bytes(word), r.width)
+                        .to_le_bytes()
+                        .to_vec()
+                }
+                _ => bytes.to_vec(),
             }
         }
         (_, None) => return Value::Unreadable(0),
     };
-    let value = int_value(value, arg.size, arg.signed);
+    let value = value_of(arg, &bytes);
+    let Value::Int(ptr) = value else {
+        return value;
+    };
+    // A byte slice's first bytes, read by the kernel at the hit.
     if let Some(field) = raw.bytes.get(i).copied().flatten() {
         if let Some(bytes) = data.get(field.offset..field.offset + field.size) {
             return Value::Str {
@@ -483,9 +588,9 @@ fn decode_raw_arg(plan: &Plan, raw: &RawPlan, data: &[u8], pid: u32, i: usize) -
         }
     }
     if !plan.strings.get(i).copied().unwrap_or(false) {
-        return Value::Int(value);
+        return value;
     }
-    let ptr = value as u64;
+    let ptr = ptr as u64;
     match raw.strings[i].and_then(|f| data_loc_string(data, f)) {
         Some(bytes) => Value::Str {
             bytes: bytes[..bytes.len().min(STRING_MAX)].to_vec(),
@@ -743,6 +848,10 @@ impl Sampler {
                 .collect();
             let mut plan =
                 Plan::new(site, strings, self.stack_bytes)?.with_bytes(bytes, self.stack_bytes);
+            let from_location = uprobe
+                .offset
+                .wrapping_sub(site.location_offset.unwrap_or(0));
+            plan.attach_addr = site.location.wrapping_add(from_location);
             let tracepoint = match plan.stack_bytes > 0 && self.kernel_fetch {
                 true => self.tracepoint(path, &uprobe, &plan),
                 false => None,
@@ -782,16 +891,20 @@ impl Sampler {
             .filter(|_| self.features.kernel_semaphores);
         let event = DynEvent::create(
             path,
-            uprobe.offset,
+            (plan.attach_addr, uprobe.offset),
             ref_ctr,
             &plan.args,
             &plan.strings,
             &plan.bytes,
         );
-        // Every value and string must have its field.
+        // Every value, string and byte slice must have its field.
         let complete = event.filter(|e| {
             plan.args.iter().enumerate().all(|(i, a)| {
-                (matches!(a.operand, Operand::Immediate(_)) || e.values[i].is_some())
+                let constant = matches!(
+                    a.operand,
+                    Operand::Immediate(_) | Operand::Unreadable { .. }
+                );
+                (constant || e.values[i].is_some())
                     && (!plan.strings[i] || e.strings[i].is_some())
                     && (!plan.bytes.get(i).copied().unwrap_or(false) || e.bytes[i].is_some())
             })

@@ -549,7 +549,9 @@ fn json_of(kind: Kind, v: &Value) -> serde_json::Value {
     let n = match v {
         Value::Int(n) => *n,
         Value::Str { bytes, .. } => return J::String(String::from_utf8_lossy(bytes).into_owned()),
-        Value::Unreadable(_) => return J::Null,
+        Value::F32(_) | Value::F64(_) => return v.float().map_or(J::Null, Into::into),
+        Value::Bytes(_) => return J::String(v.to_string().trim_start_matches("hex:").into()),
+        Value::Unreadable(_) | Value::Unavailable(_) => return J::Null,
     };
     match kind {
         Kind::Bool => J::Bool(n != 0),

@@ -11,8 +11,8 @@ use usdt_trace::{
 };
 
 use crate::{
-    catch_signals, command_objects, matches, parse_opts, select, typed, Cmd, Objects, Opts,
-    INTERRUPTED, USAGE,
+    catch_signals, command_objects, matches, parse_opts, process_objects, select, typed, Cmd,
+    Objects, Opts, INTERRUPTED, USAGE,
 };
 
 pub(crate) fn trace(args: &[OsString]) -> Result<i32, Error> {
@@ -76,10 +76,7 @@ fn attach_all(
 /// of per-CPU events per thread the process has, and for threads it starts
 /// later as they appear.
 fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
-    let objects: Objects = read_process(pid)?
-        .into_iter()
-        .filter_map(|o| Some((o.open_path, o.probes.ok()?.sites)))
-        .collect();
+    let objects = process_objects(read_process(pid)?);
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     check_strings(&objects, opts)?;
     raise_fd_limit();
@@ -299,16 +296,16 @@ impl Output {
         line.extend_from_slice(hit.provider.as_bytes());
         line.push(b':');
         line.extend_from_slice(hit.name.as_bytes());
-        line.push(b' ');
         if let Some(typed) = typed::text(&self.sigs, hit) {
-            line.extend_from_slice(typed.as_bytes());
+            if !typed.is_empty() {
+                line.push(b' ');
+                line.extend_from_slice(typed.as_bytes());
+            }
             line.push(b'\n');
             return self.out.write_all(&self.line);
         }
         for (i, arg) in hit.args.iter().enumerate() {
-            if i > 0 {
-                line.push(b' ');
-            }
+            line.push(b' ');
             line.extend_from_slice(b"arg");
             push_uint(line, i as u64, 1);
             line.push(b'=');
@@ -345,8 +342,9 @@ impl Output {
     }
 }
 
-/// Integers as JSON numbers (exact: serde_json keeps 64-bit integers),
-/// strings as JSON strings (invalid UTF-8 replaced), unreadable as null.
+/// Integers and floats as JSON numbers (exact: serde_json keeps 64-bit
+/// integers), strings as JSON strings (invalid UTF-8 replaced), 16 and
+/// 24-byte values as hex strings, unreadable (and NaN, infinities) as null.
 fn json_value(v: &Value) -> serde_json::Value {
     match v {
         Value::Int(n) => match (i64::try_from(*n), u64::try_from(*n)) {
@@ -355,7 +353,9 @@ fn json_value(v: &Value) -> serde_json::Value {
             _ => serde_json::Value::Null,
         },
         Value::Str { bytes, .. } => String::from_utf8_lossy(bytes).into_owned().into(),
-        Value::Unreadable(_) => serde_json::Value::Null,
+        Value::F32(_) | Value::F64(_) => v.float().map_or(serde_json::Value::Null, Into::into),
+        Value::Bytes(_) => v.to_string().trim_start_matches("hex:").into(),
+        Value::Unreadable(_) | Value::Unavailable(_) => serde_json::Value::Null,
     }
 }
 

@@ -7,6 +7,11 @@
 //! p:usdt_PID/eN PATH:0xOFFSET(0xREFCTR) a0=%di:u64 a1=-8(%sp):s64 s2=+0(%si):string
 //! ```
 //!
+//! A symbol's operand (`sym(%rip)`) is fetched as `@+FILE_OFFSET`, which the
+//! kernel turns into an address with the uprobe's own mapping; an indexed
+//! operand (`(%rdx,%rax,8)`) cannot be written, and such a site is sampled
+//! instead.
+//!
 //! The event is removed again when its [`DynEvent`] is dropped (after the
 //! perf events using it are closed); events left behind by a `usdt` that was
 //! killed are removed by the next one.
@@ -76,32 +81,49 @@ fn reg_name(reg: Reg64) -> Option<&'static str> {
     })
 }
 
-/// The fetch argument for an operand's value, without a type.
-fn fetch(operand: &Operand) -> Option<String> {
-    match operand {
-        Operand::Register(r) => Some(format!("%{}", reg_name(r.reg)?)),
-        Operand::Memory { base, disp } => Some(format!("{disp:+}(%{})", reg_name(base.reg)?)),
-        Operand::Immediate(_) => None,
-    }
+/// The fetch argument for an operand's value, without a type: `Some(None)`
+/// for a constant or unreadable one, `None` when tracefs cannot express it.
+/// `attach` is the uprobe's link-time address and file offset.
+fn fetch(operand: &Operand, attach: (u64, u64)) -> Option<Option<String>> {
+    Some(Some(match operand {
+        Operand::Register(r) => format!("%{}", reg_name(r.reg)?),
+        Operand::Memory { base, disp } => format!("{disp:+}(%{})", reg_name(base.reg)?),
+        Operand::Symbol { addr: Some(a), .. } => {
+            // The kernel adds the uprobe's address minus its file offset.
+            let offset = match a.checked_sub(attach.0) {
+                Some(after) => attach.1.checked_add(after)?,
+                None => attach.1.checked_sub(attach.0 - a)?,
+            };
+            format!("@+{offset:#x}")
+        }
+        Operand::Symbol { addr: None, .. } | Operand::Indexed { .. } => return None,
+        Operand::Immediate(_) | Operand::Unreadable { .. } => return Some(None),
+    }))
 }
 
 /// The fetch arguments: `aI=` for each value (registers whole, memory at
-/// its size), `sI=+0(...):string` for each string, `bI=+0(...):x8[64]` for
-/// each byte slice (the kernel reads each byte on its own: those it cannot
-/// read are 0).
-fn definition(args: &[Arg], strings: &[bool], bytes: &[bool]) -> Option<Vec<String>> {
+/// its size, 16 and 24 bytes as `u8` arrays), `sI=+0(...):string` for each
+/// string, `bI=+0(...):x8[64]` for each byte slice (the kernel reads each
+/// byte on its own: those it cannot read are 0).
+fn definition(
+    args: &[Arg],
+    strings: &[bool],
+    bytes: &[bool],
+    attach: (u64, u64),
+) -> Option<Vec<String>> {
     let mut out = vec![];
     for (i, arg) in args.iter().enumerate() {
         let is_bytes = bytes.get(i).copied().unwrap_or(false);
-        let Some(f) = fetch(&arg.operand) else {
+        let Some(f) = fetch(&arg.operand, attach)? else {
             if strings.get(i).copied().unwrap_or(false) || is_bytes {
                 return None; // a string at a constant address: not worth it
             }
             continue;
         };
-        let ty = match arg.operand {
-            Operand::Memory { .. } => format!("u{}", u32::from(arg.size) * 8),
-            _ => "u64".into(),
+        let ty = match (&arg.operand, arg.size) {
+            (Operand::Register(_), _) => "u64".into(),
+            (_, size @ 16..) => format!("u8[{size}]"),
+            (_, size) => format!("u{}", u32::from(size) * 8),
         };
         out.push(format!("a{i}={f}:{ty}"));
         if strings.get(i).copied().unwrap_or(false) {
@@ -115,13 +137,13 @@ fn definition(args: &[Arg], strings: &[bool], bytes: &[bool]) -> Option<Vec<Stri
 }
 
 impl DynEvent {
-    /// Defines a uprobe event at `offset` of `path` reading `args` (and the
-    /// strings marked in `strings`), with the semaphore at `ref_ctr`. `None`
-    /// when tracefs is missing or refuses (the caller samples registers
-    /// instead).
+    /// Defines a uprobe event at `offset` of `path` (link-time address
+    /// `addr`) reading `args` (and the strings marked in `strings`), with
+    /// the semaphore at `ref_ctr`. `None` when tracefs is missing or refuses
+    /// (the caller samples registers instead).
     pub(crate) fn create(
         path: &Path,
-        offset: u64,
+        (addr, offset): (u64, u64),
         ref_ctr: Option<u64>,
         args: &[Arg],
         strings: &[bool],
@@ -130,7 +152,7 @@ impl DynEvent {
         let root = root()?;
         remove_stale(&root);
         let path = path.to_str().filter(|p| !p.contains(char::is_whitespace))?;
-        let fetches = definition(args, strings, bytes)?;
+        let fetches = definition(args, strings, bytes, (addr, offset))?;
         let group = format!("usdt_{}", std::process::id());
         let name = format!("e{}", NEXT.fetch_add(1, Ordering::Relaxed));
         let place = match ref_ctr {
@@ -184,9 +206,8 @@ impl DynEvent {
 fn parse_field(line: &str) -> Option<(&str, Field)> {
     let mut parts = line.trim().split(';').map(str::trim);
     let decl = parts.next()?.strip_prefix("field:")?;
-    let name = decl.rsplit(' ').next()?;
-    // An array field: `field:u8 b3[64];`.
-    let name = name.split_once('[').map_or(name, |(n, _)| n);
+    // An array field: `field:u8 a0[16];`, `field:u8 b3[64];`.
+    let name = decl.rsplit(' ').next()?.split('[').next()?;
     let offset = parts.next()?.strip_prefix("offset:")?.parse().ok()?;
     let size = parts.next()?.strip_prefix("size:")?.parse().ok()?;
     Some((name, Field { offset, size }))
@@ -260,7 +281,7 @@ mod tests {
     #[test]
     fn definitions() {
         let args = parse_args("-8@-8(%rsp) 8@%rdi 4@$5 -2@%r8w", Machine::X86_64).unwrap();
-        let def = definition(&args, &[false, true, false, false], &[]).unwrap();
+        let def = definition(&args, &[false, true, false, false], &[], (0, 0)).unwrap();
         assert_eq!(
             def,
             [
@@ -271,7 +292,21 @@ mod tests {
             ]
         );
         let args = parse_args("8@$4096", Machine::X86_64).unwrap();
-        assert!(definition(&args, &[true], &[]).is_none());
+        assert!(definition(&args, &[true], &[], (0, 0)).is_none());
+        let mut args = parse_args(
+            "8f@sym(%rip) 16@-32(%rsp) 8@%xmm0 4@s(%rip)",
+            Machine::X86_64,
+        )
+        .unwrap();
+        if let Operand::Symbol { addr, .. } = &mut args[0].operand {
+            *addr = Some(0x4010);
+        }
+        // The uprobe is at 0x1130, file offset 0x130.
+        let def = definition(&args[..3], &[false; 3], &[], (0x1130, 0x130)).unwrap();
+        assert_eq!(def, ["a0=@+0x3010:u64", "a1=-32(%sp):u8[16]"]);
+        assert!(definition(&args, &[false; 4], &[], (0x1130, 0x130)).is_none());
+        let sib = parse_args("8@(%rdx,%rax,8)", Machine::X86_64).unwrap();
+        assert!(definition(&sib, &[false], &[], (0, 0)).is_none());
     }
 
     #[test]

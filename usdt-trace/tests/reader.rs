@@ -3,7 +3,9 @@
 mod common;
 
 use common::{cdemo, readelf_notes};
-use usdt_trace::{read_file, read_sites, Error, Operand, Reg, Reg64, RegWidth, SiteLayout};
+use usdt_trace::{
+    read_file, read_probes, read_sites, Error, Operand, Reg, Reg64, RegWidth, SiteLayout,
+};
 
 fn cdemo_bytes() -> Vec<u8> {
     std::fs::read(cdemo()).unwrap()
@@ -119,17 +121,27 @@ fn a_file_without_notes_has_no_sites() {
 }
 
 #[test]
-fn unknown_registers_are_errors() {
+fn an_unknown_register_costs_only_its_argument() {
     let mut bytes = cdemo_bytes();
+    let all = read_sites(&bytes).unwrap().len();
     let pos = bytes.windows(8).position(|w| w == b"-8@%rax\0").unwrap();
     bytes[pos + 5] = b'q';
-    let e = read_sites(&bytes).unwrap_err();
-    assert!(matches!(e, Error::BadArgs { .. }), "{e}");
-    assert!(e.to_string().contains("-8@%rqx"), "{e}");
+    let sites = read_sites(&bytes).unwrap();
+    assert_eq!(sites.len(), all);
+    let site = sites
+        .iter()
+        .find(|s| s.args_text.contains("-8@%rqx"))
+        .unwrap();
+    let arg = site.args.iter().find(|a| a.unreadable().is_some()).unwrap();
+    assert_eq!(arg.to_string(), "-8@%rqx");
+    assert_eq!(
+        arg.unreadable(),
+        Some("`%rqx` is not an x86-64 general register")
+    );
 }
 
 #[test]
-fn damaged_notes_are_errors_not_panics() {
+fn damaged_notes_are_skipped_never_panics() {
     if !common::ready(&[common::SDT]) {
         return;
     }
@@ -140,23 +152,39 @@ fn damaged_notes_are_errors_not_panics() {
     // The note header (namesz, descsz, type, "stapsdt\0") is 20 bytes before the descriptor.
     let header = pos - 20;
     let mut damaged = bytes.clone();
+    // A note whose size runs past its section: it and the notes after it
+    // cannot be found, and the reader says so.
     damaged[header + 4..header + 8].copy_from_slice(&0xffff_fff0u32.to_le_bytes()); // descsz
-    assert!(matches!(
-        read_sites(&damaged),
-        Err(Error::BadNote { index: 0, .. })
-    ));
+    let probes = read_probes(&damaged).unwrap();
+    assert!(probes.sites.is_empty());
+    assert_eq!(probes.skipped.len(), 1);
+    assert_eq!(probes.skipped[0].index, 0);
+    assert!(
+        probes.skipped[0]
+            .reason
+            .ends_with("(the rest of its section is not read)"),
+        "{}",
+        probes.skipped[0]
+    );
     let mut damaged = bytes.clone();
     damaged[header + 4..header + 8].copy_from_slice(&20u32.to_le_bytes());
-    let e = read_sites(&damaged).unwrap_err();
+    let probes = read_probes(&damaged).unwrap();
+    let first = probes.skipped[0].to_string();
     assert!(
-        e.to_string().starts_with("stapsdt note 0 is malformed"),
-        "{e}"
+        first.starts_with("stapsdt note 0 is malformed and skipped"),
+        "{first}"
     );
-    // No NUL at all after the addresses.
+    // No NUL at all after the addresses: that note is skipped, the others read.
     let mut damaged = bytes.clone();
     let desc_len = u32::from_le_bytes(bytes[header + 4..header + 8].try_into().unwrap()) as usize;
     damaged[pos + 24..pos + desc_len].fill(b'a');
-    assert!(matches!(read_sites(&damaged), Err(Error::BadNote { .. })));
+    let probes = read_probes(&damaged).unwrap();
+    assert_eq!(probes.sites.len(), sites.len() - 1);
+    assert_eq!(probes.skipped.len(), 1);
+    assert_eq!(
+        probes.skipped[0].to_string(),
+        "stapsdt note 0 is malformed and skipped: its provider, name and arguments are not three NUL-terminated strings"
+    );
     // Every single-byte change of the notes and every truncation is survived.
     for i in header..header + 0x94 {
         for value in [0, 0x7f, 0xff] {
@@ -235,10 +263,11 @@ fn aarch64_notes() {
     let sites = read_sites(&elf_with_notes(AARCH64, 0x80, &NOP_NOP5, &notes)).unwrap();
     assert_eq!(sites[0].layout, SiteLayout::Other);
     let x86 = note(0x80, 0x80, 0, "a64", "tick", "8@%rax");
-    assert!(matches!(
-        read_sites(&elf_with_notes(AARCH64, 0x80, &nop, &x86)),
-        Err(Error::BadArgs { .. })
-    ));
+    let sites = read_sites(&elf_with_notes(AARCH64, 0x80, &nop, &x86)).unwrap();
+    assert_eq!(
+        sites[0].args[0].unreadable(),
+        Some("`%rax` is not an aarch64 register, memory operand or immediate")
+    );
 }
 
 #[test]
@@ -275,23 +304,38 @@ fn base_adjustment_follows_the_section() {
 }
 
 #[test]
-fn bad_names_are_errors() {
+fn notes_with_bad_names_are_skipped_and_named() {
     let long = "p".repeat(300);
-    for notes in [
+    let good = note(0x80, 0x80, 0, "p", "good", "8@%rax");
+    for bad in [
         note(0x80, 0x80, 0, &long, "n", ""),
         note(0x80, 0x80, 0, "p", "", ""),
         note(0x80, 0x80, 0, "", "n", ""),
     ] {
-        let e = read_sites(&elf_with_notes(X86_64, 0x80, &NOP_NOP5, &notes)).unwrap_err();
-        assert!(matches!(e, Error::BadNote { index: 0, .. }), "{e}");
+        let notes = [bad, good.clone()].concat();
+        let probes = read_probes(&elf_with_notes(X86_64, 0x80, &NOP_NOP5, &notes)).unwrap();
+        assert_eq!(probes.skipped.len(), 1);
+        assert_eq!(probes.skipped[0].index, 0);
+        assert_eq!(probes.sites.len(), 1);
+        assert_eq!(probes.sites[0].name, "good");
     }
     // Notes of other owners and types are skipped, but still counted in indexes.
     let mut other = [8u32, 0, 1].map(u32::to_le_bytes).concat();
     other.extend(b"GNU\0\0\0\0\0");
     let notes = [other, note(0x80, 0x80, 0, "p", "", "")].concat();
-    let e = read_sites(&elf_with_notes(X86_64, 0x80, &NOP_NOP5, &notes)).unwrap_err();
+    let probes = read_probes(&elf_with_notes(X86_64, 0x80, &NOP_NOP5, &notes)).unwrap();
     assert_eq!(
-        e.to_string(),
-        "stapsdt note 1 is malformed: its provider or probe name is empty"
+        probes.skipped[0].to_string(),
+        "stapsdt note 1 is malformed and skipped: its provider or probe name is empty"
+    );
+    // Too many arguments: the note is skipped, naming its probe.
+    let many = note(0x80, 0x80, 0, "p", "many", &"8@%rax ".repeat(40));
+    let probes = read_probes(&elf_with_notes(X86_64, 0x80, &NOP_NOP5, &many)).unwrap();
+    assert!(
+        probes.skipped[0].to_string().starts_with(
+            "stapsdt note 0 (p:many) is malformed and skipped: cannot parse probe arguments"
+        ),
+        "{}",
+        probes.skipped[0]
     );
 }

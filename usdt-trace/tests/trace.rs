@@ -114,14 +114,15 @@ fn expected(pointers: [u64; 3]) -> Vec<(&'static str, Vec<Value>)> {
     ]
 }
 
-/// `usdt trace`'s line after the time and pid/tid: `argtypes:NAME arg0=V ...`.
+/// `usdt trace`'s line after the time and pid/tid: `argtypes:NAME arg0=V ...`
+/// (nothing after the name for a probe without arguments).
 fn usdt_line(name: &str, args: &[Value]) -> String {
-    let args: Vec<String> = args
+    let args: String = args
         .iter()
         .enumerate()
-        .map(|(i, v)| format!("arg{i}={v}"))
+        .map(|(i, v)| format!(" arg{i}={v}"))
         .collect();
-    format!("argtypes:{name} {}", args.join(" "))
+    format!("argtypes:{name}{args}")
 }
 
 /// What the bpftrace script below prints for the same hit: `NAME V ...`,
@@ -262,7 +263,7 @@ fn trace_decodes_every_argument_type_as_bpftrace_does_in_the_same_run() {
         .map(|l| l.splitn(3, ' ').nth(2).unwrap())
         .collect();
     let mut want_usdt: Vec<String> = want.iter().map(|(n, a)| usdt_line(n, a)).collect();
-    want_usdt.push("argtypes:done ".into());
+    want_usdt.push("argtypes:done".into());
     assert_eq!(got, want_usdt, "usdt trace printed:\n{usdt_text}");
     // Every line names the traced process and thread.
     assert!(usdt_text

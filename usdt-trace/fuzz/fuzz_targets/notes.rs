@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use usdt_trace::read_sites;
+use usdt_trace::{read_probes, read_sites, Operand};
 
 #[path = "../../tests/common/elf.rs"]
 mod elf;
@@ -27,10 +27,17 @@ fuzz_target!(|data: &[u8]| {
         code,
         notes,
     );
-    if let Ok(sites) = read_sites(&elf) {
-        for site in sites {
+    if let Ok(probes) = read_probes(&elf) {
+        for site in probes.sites {
             assert!(site.bytes.len() <= 11);
             assert!(site.location_offset.is_none_or(|o| o < elf.len() as u64));
+            // A symbol is resolved or says why it cannot be.
+            for arg in &site.args {
+                assert!(!matches!(arg.operand, Operand::Symbol { addr: None, .. }));
+            }
+        }
+        for skipped in probes.skipped {
+            assert!(!skipped.reason.is_empty());
         }
     }
 });
