@@ -14,7 +14,7 @@
 //!   [`Error`], never a panic.
 //! - Attaching: a [`Tracer`] opens one uprobe perf event per site (per CPU for
 //!   [`Target::AllProcesses`]) at the [`AttachPoint`] chosen from
-//!   [`KernelFeatures`], with the semaphore's file offset as `ref_ctr_offset`;
+//!   [`KernelFeatures`] and the fork self-test ([`fork_test`]), with the semaphore's file offset as `ref_ctr_offset`;
 //!   dropping it detaches and the kernel lowers the semaphores again.
 //! - Starting a command with uprobes already in place: [`PausedCommand`].
 //! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
@@ -47,12 +47,14 @@ mod arg;
 mod attach;
 mod command;
 mod error;
+mod escape;
 mod glob;
 mod note;
 mod process;
 mod record;
 mod ring;
 mod sample;
+mod selftest;
 mod tracefs;
 
 pub use arg::{parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, MAX_ARGS, MAX_ARGS_TEXT};
@@ -61,10 +63,11 @@ pub use attach::{
 };
 pub use command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
 pub use error::Error;
+pub use escape::{escape, escape_name};
 pub use glob::{closest, glob_match};
 pub use note::{
     layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,
-    MAX_NAME, NT_STAPSDT, SITE_BYTES,
+    MAX_NAME, MAX_READ, NT_STAPSDT, SITE_BYTES,
 };
 pub use process::{
     load_bias, process_alive, process_exe, process_threads, read_maps, read_process,
@@ -72,4 +75,5 @@ pub use process::{
 };
 pub use record::{Recorder, Recording};
 pub use sample::{Hit, Sampler, Value, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX};
-pub use usdt_runtime::{KernelFeatures, SiteLayout, UprobeSyscall};
+pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
+pub use usdt_runtime::{KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};
