@@ -539,7 +539,12 @@ fn attach(
             if let Some(sig) = interrupted() {
                 return Ok(Some(sig));
             }
-            tracer.attach(path, [site], Target::Pid(pid))?;
+            match tracer.attach(path, [site], Target::Pid(pid)) {
+                // Ctrl-C reaches the paused command too: it is gone
+                // because of the signal, not a failure of ours.
+                Err(Error::NoProcess(_)) if interrupted().is_some() => return Ok(interrupted()),
+                other => other?,
+            }
         }
     }
     Ok(interrupted())

@@ -66,7 +66,11 @@ fn attach_all(
             if let Some(sig) = interrupted() {
                 return Ok(Some(sig));
             }
-            sampler.attach(path, [site], Target::Pid(pid))?;
+            match sampler.attach(path, [site], Target::Pid(pid)) {
+                // Ctrl-C reaches the paused command too.
+                Err(Error::NoProcess(_)) if interrupted().is_some() => return Ok(interrupted()),
+                other => other?,
+            }
         }
     }
     Ok(interrupted())
