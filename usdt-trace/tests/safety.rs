@@ -321,6 +321,8 @@ fn a_killed_tracer_leaves_events_only_until_the_next_one() {
 
 /// Peak RSS in KiB of `usdt ARGS` (with wait4).
 fn peak_rss_kib(args: &[&str]) -> (i32, i64) {
+    // Reaped below by wait4, which also gives the peak RSS.
+    #[allow(clippy::zombie_processes)]
     let child = Command::new(USDT)
         .args(args)
         .stdout(Stdio::null())
