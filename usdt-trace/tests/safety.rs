@@ -217,6 +217,62 @@ fn signals_during_a_long_attach_leave_nothing_behind() {
     interrupt_during_attach("trace", libc::SIGINT);
 }
 
+/// A tracer killed outright (SIGKILL) during attach cannot clean up: its
+/// paused command must still end by itself (it sees the tracer's end of
+/// its pipe close) without running, and the next tracer removes the events
+/// left behind.
+#[test]
+fn a_tracer_killed_during_attach_leaves_no_paused_command() {
+    let _serial = serial();
+    let bin = many();
+    let mut tracer = Command::new(USDT)
+        .args(["trace", "--", bin.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = tracer.id();
+    let out = reader(tracer.stdout.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut paused = vec![];
+    while paused.is_empty() && Instant::now() < deadline {
+        paused = children(pid);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(paused.len(), 1, "the paused command");
+    std::thread::sleep(Duration::from_millis(500));
+    signal(pid, libc::SIGKILL);
+    wait_deadline(&mut tracer, 300);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !gone(paused[0]) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gone(paused[0]), "the paused command ended by itself");
+    // Its stdout was ours: closed, and nothing ran.
+    assert_eq!(out.join().unwrap(), "");
+    let (mut prog, prog_pid, _, _) = start_many();
+    let (code, _, err) = usdt(
+        &[
+            "trace",
+            "--limit",
+            "1",
+            "many:one",
+            "-p",
+            &prog_pid.to_string(),
+        ],
+        120,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        events_of(pid),
+        0,
+        "the next tracer removed the stale events"
+    );
+    drop(prog.stdin.take());
+    assert!(wait_deadline(&mut prog, 30).success());
+}
+
 /// `many` running, with its `ready` line parsed: (child, pid, site
 /// semaphore, one semaphore).
 fn start_many() -> (Child, u32, u64, u64) {
