@@ -28,6 +28,9 @@
 //!   attaches at Location + 1 here, libbpf 1.7 included (it does so
 //!   automatically). Until the kernel handles it, trace programs that fork
 //!   at the nop (`AttachPoint::Nop`; bpftrace, gdb and perf always do).
+//!   `AttachPoint::Auto` does so by itself: usdt-trace's fork self-test
+//!   (`fork_test`) finds that the child dies here, and `Auto` then takes the
+//!   nop (the last test below).
 //! - A perf uprobe event with `inherit` cannot be inherited by a process
 //!   that is not the tracer's own child: the kernel re-reads the event's
 //!   path (`config1`, a pointer into the tracer's memory) in the forking
@@ -41,7 +44,10 @@ mod busy;
 mod common;
 
 use busy::{field, number, Program};
-use usdt_trace::{read_semaphore, AttachPoint, KernelFeatures, Target, Tracer, UprobeSyscall};
+use usdt_trace::{
+    fork_test, read_semaphore, AttachPoint, KernelFeatures, OptimizedFork, Target, Tracer,
+    UprobeSyscall,
+};
 
 const N: u64 = 100_000;
 
@@ -221,4 +227,19 @@ fn fork_with_an_inheriting_tracer_fails_with_efault() {
         assert_eq!(run.hits, N);
         assert!(!run.exit_ok, "the program exits 3 when fork fails");
     }
+}
+
+/// The default attach point is safe for programs that fork: where the fork
+/// self-test finds that the child dies (this kernel), `Auto` is the nop.
+#[test]
+fn fork_traced_with_the_default_attach_point_keeps_the_child_alive() {
+    let run = run(false, false, AttachPoint::Auto);
+    run.check_parent();
+    if fork_test().verdict != OptimizedFork::ChildSurvives {
+        let child = check_child(&run);
+        assert_eq!(number(&child, "runs"), 1, "{child}");
+        assert_eq!(field(run.line("before"), "trampoline"), "false");
+    }
+    assert_eq!(run.hits, 2 * N);
+    assert!(run.exit_ok);
 }

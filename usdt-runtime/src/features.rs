@@ -64,6 +64,25 @@ pub enum UprobeSyscall {
     Unknown(i32),
 }
 
+/// Whether a child forked from a process whose site the kernel optimized
+/// survives its own first hit of that site.
+///
+/// The kernel rewrites an optimized long nop into a `call` to the
+/// `[uprobes-trampoline]` page; a forked child inherits the `call` but (on
+/// Linux 6.18) not the trampoline, and dies of SIGSEGV at its first hit.
+/// Only a live test tells (a tracer runs it: usdt-trace's fork self-test);
+/// this crate never runs it and leaves the verdict [`OptimizedFork::Untested`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OptimizedFork {
+    /// Not tested (or the test could not tell): assume the child dies.
+    #[default]
+    Untested,
+    /// The child of a process with an optimized site hit it and survived.
+    ChildSurvives,
+    /// The child of a process with an optimized site died at its first hit.
+    ChildDies,
+}
+
 /// The kernel's capabilities, as [`KernelFeatures::detect`] found them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelFeatures {
@@ -78,6 +97,10 @@ pub struct KernelFeatures {
     /// The first bit of `attr.config` that holds `ref_ctr_offset`
     /// (`config:32-63` gives 32), when the format file says.
     pub ref_ctr_offset_shift: Option<u8>,
+    /// Whether a forked child survives an optimized site: always
+    /// [`OptimizedFork::Untested`] from [`KernelFeatures::detect`]; a tracer
+    /// that ran the live test fills it in.
+    pub optimized_fork: OptimizedFork,
 }
 
 const SYS_UPROBE: i64 = 336;
@@ -110,6 +133,7 @@ impl KernelFeatures {
             uprobe_pmu_type: read_small(PMU_TYPE).and_then(|b| parse_u32(b.text())),
             kernel_semaphores: ref_ctr.is_some(),
             ref_ctr_offset_shift: ref_ctr.and_then(|b| parse_config_shift(b.text())),
+            optimized_fork: OptimizedFork::Untested,
         }
     }
 
@@ -122,17 +146,26 @@ impl KernelFeatures {
         }
     }
 
-    /// Whether a tracer following DESIGN.md's table attaches at Location + 1
-    /// (the long nop) on a site of this layout: only when this kernel
-    /// optimizes exactly that layout; otherwise at the nop.
-    pub fn attach_after_nop(&self, layout: SiteLayout) -> bool {
+    /// Whether this kernel optimizes a uprobe at Location + 1 of a site of
+    /// this layout (DESIGN.md's table): only for exactly the layout it
+    /// optimizes.
+    pub fn optimizes(&self, layout: SiteLayout) -> bool {
         layout.has_long_nop() && self.optimized_layout() == Some(layout)
+    }
+
+    /// Whether a tracer attaches at Location + 1 (the long nop) on a site of
+    /// this layout: only when this kernel optimizes exactly that layout and
+    /// a forked child is known to survive an optimized site
+    /// ([`OptimizedFork::ChildSurvives`]); otherwise at the nop, which is
+    /// safe for every program.
+    pub fn attach_after_nop(&self, layout: SiteLayout) -> bool {
+        self.optimizes(layout) && self.optimized_fork == OptimizedFork::ChildSurvives
     }
 
     /// One word, so that a reader sees a whole answer or none. Bits 0-31
     /// errno, 32-33 syscall kind, 34 PMU type known, 35 kernel semaphores,
-    /// 36 shift known, 40-47 shift, 48-62 PMU type (dynamic PMU types are
-    /// small numbers), 63 `DETECTED`.
+    /// 36 shift known, 37-38 fork verdict, 40-47 shift, 48-62 PMU type
+    /// (dynamic PMU types are small numbers), 63 `DETECTED`.
     fn pack(&self) -> u64 {
         let (kind, errno) = match self.uprobe_syscall {
             UprobeSyscall::Absent => (0, 0),
@@ -145,6 +178,12 @@ impl KernelFeatures {
         let mut word = DETECTED | errno as u64 | kind << 32;
         word |= (pmu.is_some() as u64) << 34 | (self.kernel_semaphores as u64) << 35;
         word |= (self.ref_ctr_offset_shift.is_some() as u64) << 36;
+        let fork = match self.optimized_fork {
+            OptimizedFork::Untested => 0,
+            OptimizedFork::ChildSurvives => 1,
+            OptimizedFork::ChildDies => 2,
+        };
+        word |= fork << 37;
         word |= (self.ref_ctr_offset_shift.unwrap_or(0) as u64) << 40;
         word | (pmu.unwrap_or(0) as u64) << 48
     }
@@ -161,6 +200,11 @@ impl KernelFeatures {
             uprobe_pmu_type: bit(34).then_some((word >> 48 & 0x7fff) as u32),
             kernel_semaphores: bit(35),
             ref_ctr_offset_shift: bit(36).then_some((word >> 40) as u8),
+            optimized_fork: match word >> 37 & 3 {
+                1 => OptimizedFork::ChildSurvives,
+                2 => OptimizedFork::ChildDies,
+                _ => OptimizedFork::Untested,
+            },
         }
     }
 }
@@ -270,12 +314,17 @@ mod tests {
             UprobeSyscall::Unknown(libc::EPERM),
             UprobeSyscall::Unknown(0),
         ] {
-            for (pmu, shift) in [(Some(8), Some(32)), (None, None), (Some(0x7fff), Some(0))] {
+            for (pmu, shift, optimized_fork) in [
+                (Some(8), Some(32), OptimizedFork::ChildDies),
+                (None, None, OptimizedFork::Untested),
+                (Some(0x7fff), Some(0), OptimizedFork::ChildSurvives),
+            ] {
                 let f = KernelFeatures {
                     uprobe_syscall,
                     uprobe_pmu_type: pmu,
                     kernel_semaphores: shift.is_some(),
                     ref_ctr_offset_shift: shift,
+                    optimized_fork,
                 };
                 assert_eq!(KernelFeatures::unpack(f.pack()), f);
             }
@@ -299,7 +348,21 @@ mod tests {
             uprobe_pmu_type: None,
             kernel_semaphores: false,
             ref_ctr_offset_shift: None,
+            optimized_fork: OptimizedFork::ChildSurvives,
         };
+        // Where a forked child would die (or nobody tested), always the nop.
+        for fork in [OptimizedFork::Untested, OptimizedFork::ChildDies] {
+            for s in [UprobeSyscall::OptimizesNop5, UprobeSyscall::OptimizesNop10] {
+                let k = KernelFeatures {
+                    optimized_fork: fork,
+                    ..f(s)
+                };
+                for layout in [SiteLayout::NopNop5, SiteLayout::NopNop10] {
+                    assert!(!k.attach_after_nop(layout));
+                    assert_eq!(k.optimizes(layout), f(s).attach_after_nop(layout));
+                }
+            }
+        }
         let nop5 = f(UprobeSyscall::OptimizesNop5);
         assert!(nop5.attach_after_nop(SiteLayout::NopNop5));
         assert!(!nop5.attach_after_nop(SiteLayout::NopNop10));
@@ -317,5 +380,6 @@ mod tests {
         let a = KernelFeatures::detect();
         assert_eq!(KernelFeatures::detect(), a);
         assert_eq!(KernelFeatures::detect_uncached(), a);
+        assert_eq!(a.optimized_fork, OptimizedFork::Untested);
     }
 }

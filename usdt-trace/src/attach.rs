@@ -6,7 +6,7 @@
 //! semaphore while attached. Dropping a [`Tracer`] closes the events: the
 //! kernel removes the uprobes and lowers the semaphores back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -20,12 +20,16 @@ use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttachPoint {
     /// Follow the table in DESIGN.md: Location + 1 when this kernel optimizes
-    /// the site's long nop, otherwise Location.
+    /// the site's long nop and a child forked after an optimized hit
+    /// survives (the fork self-test, [`fork_test`](crate::fork_test));
+    /// otherwise Location.
     #[default]
     Auto,
     /// Always Location (the first `nop`), as tools that do not know nop5 do.
     Nop,
     /// Always Location + 1 (the long nop); refused on a site without one.
+    /// Where the kernel optimizes the site and the fork self-test failed, a
+    /// child the traced program forks after a hit dies at its own first hit.
     Next,
 }
 
@@ -86,8 +90,19 @@ pub fn attach_delta(
 pub fn auto_attach_words(layout: SiteLayout, features: &KernelFeatures) -> &'static str {
     if features.attach_after_nop(layout) {
         "+1 (optimized)"
+    } else if features.optimizes(layout) {
+        "nop (fork-safe)"
     } else {
         "nop"
+    }
+}
+
+/// The features a tracer attaching at `point` uses: the fork verdict is
+/// needed (and the self-test run) only for [`AttachPoint::Auto`].
+pub(crate) fn features_for(point: AttachPoint) -> KernelFeatures {
+    match point {
+        AttachPoint::Auto => crate::tracer_features(),
+        _ => KernelFeatures::detect(),
     }
 }
 
@@ -119,11 +134,20 @@ impl AttachedSite {
 }
 
 /// A set of attached uprobes; dropping it detaches them all.
+///
+/// The events of one target (and CPU) form one perf group, created
+/// disabled: with [`Tracer::enable_later`] they all start counting at the
+/// same moment, at [`Tracer::enable`]. A site whose uprobe address is
+/// attached already (two notes at one address) is attached once.
 #[derive(Debug)]
 pub struct Tracer {
     point: AttachPoint,
     features: KernelFeatures,
     inherit: bool,
+    enable_later: bool,
+    /// The group leader's index in `sites` and in its `fds`, per target and CPU.
+    leaders: HashMap<(Target, i32), (usize, usize)>,
+    attached: HashSet<(PathBuf, u64, Target)>,
     sites: Vec<AttachedSite>,
 }
 
@@ -132,9 +156,29 @@ impl Tracer {
     pub fn new(point: AttachPoint) -> Tracer {
         Tracer {
             point,
-            features: KernelFeatures::detect(),
+            features: features_for(point),
             inherit: false,
+            enable_later: false,
+            leaders: HashMap::new(),
+            attached: HashSet::new(),
             sites: vec![],
+        }
+    }
+
+    /// Leave the events disabled when attaching, until [`Tracer::enable`]
+    /// starts them all at once (so that counts of probes fired together
+    /// agree).
+    pub fn enable_later(mut self, later: bool) -> Tracer {
+        self.enable_later = later;
+        self
+    }
+
+    /// Starts every event attached so far counting, each group at once.
+    pub fn enable(&self) {
+        for &(site, fd) in self.leaders.values() {
+            let leader = &self.sites[site].fds[fd];
+            // SAFETY: enabling an open perf event and its group; no pointer.
+            unsafe { libc::ioctl(leader.as_raw_fd(), IOC_ENABLE, IOC_FLAG_GROUP) };
         }
     }
 
@@ -171,24 +215,55 @@ impl Tracer {
             Target::Pid(_) => vec![-1],
             Target::AllProcesses => online_cpus(),
         };
-        let mut attached = vec![];
+        let before = self.sites.len();
+        let (leaders, attached) = (self.leaders.clone(), self.attached.clone());
+        let result = self.attach_sites(path, &c_path, sites, target, &cpus);
+        if result.is_err() {
+            self.sites.truncate(before);
+            (self.leaders, self.attached) = (leaders, attached);
+            return result;
+        }
+        if !self.enable_later {
+            for fd in self.sites[before..].iter().flat_map(|s| &s.fds) {
+                // SAFETY: enabling an open perf event; no pointer argument.
+                unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ENABLE, 0) };
+            }
+        }
+        Ok(())
+    }
+
+    fn attach_sites<'a>(
+        &mut self,
+        path: &Path,
+        c_path: &CString,
+        sites: impl IntoIterator<Item = &'a Site>,
+        target: Target,
+        cpus: &[i32],
+    ) -> Result<(), Error> {
         for site in sites {
-            let uprobe = Uprobe::at(site, self.point, &self.features, path, &c_path)?;
-            let fds = cpus
-                .iter()
-                .map(|&cpu| {
-                    self.open(&uprobe, target, cpu)
-                        .map_err(|e| attach_error(e, path, site, target))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            attached.push(AttachedSite {
+            let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path)?;
+            if !self.attached.insert((path.into(), uprobe.offset, target)) {
+                continue; // one uprobe per address
+            }
+            let mut fds = vec![];
+            for (i, &cpu) in cpus.iter().enumerate() {
+                let leader = self.leaders.get(&(target, cpu));
+                let group = leader.map_or(-1, |&(s, f)| self.sites[s].fds[f].as_raw_fd());
+                let fd = self
+                    .open(&uprobe, target, cpu, group)
+                    .map_err(|e| attach_error(e, path, site, target))?;
+                if leader.is_none() {
+                    self.leaders.insert((target, cpu), (self.sites.len(), i));
+                }
+                fds.push(fd);
+            }
+            self.sites.push(AttachedSite {
                 path: path.into(),
                 site: site.clone(),
                 offset: uprobe.offset,
                 fds,
             });
         }
-        self.sites.extend(attached);
         Ok(())
     }
 
@@ -209,9 +284,16 @@ impl Tracer {
     /// Detaches everything (the same as dropping the tracer).
     pub fn detach(self) {}
 
-    fn open(&self, uprobe: &Uprobe<'_>, target: Target, cpu: i32) -> io::Result<OwnedFd> {
+    fn open(
+        &self,
+        uprobe: &Uprobe<'_>,
+        target: Target,
+        cpu: i32,
+        group: i32,
+    ) -> io::Result<OwnedFd> {
         let inherit = self.inherit;
-        open_uprobe(&self.features, uprobe, target, cpu, |attr| {
+        open_uprobe_in(&self.features, uprobe, target, cpu, group, |attr| {
+            attr.flags |= FLAG_DISABLED;
             if inherit {
                 attr.flags |= FLAG_INHERIT;
             }
@@ -232,6 +314,18 @@ pub(crate) fn open_uprobe(
     uprobe: &Uprobe<'_>,
     target: Target,
     cpu: i32,
+    customize: impl FnOnce(&mut PerfEventAttr),
+) -> io::Result<OwnedFd> {
+    open_uprobe_in(features, uprobe, target, cpu, -1, customize)
+}
+
+/// [`open_uprobe`] in the perf group led by `group` (-1: none).
+pub(crate) fn open_uprobe_in(
+    features: &KernelFeatures,
+    uprobe: &Uprobe<'_>,
+    target: Target,
+    cpu: i32,
+    group: i32,
     customize: impl FnOnce(&mut PerfEventAttr),
 ) -> io::Result<OwnedFd> {
     let pmu = features
@@ -258,7 +352,7 @@ pub(crate) fn open_uprobe(
     };
     customize(&mut attr);
     // SAFETY: the path `config1` points to lives until the call returns.
-    unsafe { perf_event_open(&attr, target, cpu) }
+    unsafe { perf_event_open_in(&attr, target, cpu, group) }
 }
 
 /// `perf_event_open(attr, pid of target, cpu, no group, CLOEXEC)`.
@@ -270,6 +364,20 @@ pub(crate) unsafe fn perf_event_open(
     attr: &PerfEventAttr,
     target: Target,
     cpu: i32,
+) -> io::Result<OwnedFd> {
+    // SAFETY: the caller's contract.
+    unsafe { perf_event_open_in(attr, target, cpu, -1) }
+}
+
+/// [`perf_event_open`] in the group led by the event `group` (-1: none).
+///
+/// # Safety
+/// As for [`perf_event_open`].
+pub(crate) unsafe fn perf_event_open_in(
+    attr: &PerfEventAttr,
+    target: Target,
+    cpu: i32,
+    group: i32,
 ) -> io::Result<OwnedFd> {
     let pid = match target {
         Target::Pid(pid) => pid as libc::pid_t,
@@ -283,7 +391,7 @@ pub(crate) unsafe fn perf_event_open(
             attr as *const PerfEventAttr,
             pid,
             cpu,
-            -1,
+            group,
             PERF_FLAG_FD_CLOEXEC,
         )
     };
@@ -353,7 +461,10 @@ pub(crate) struct PerfEventAttr {
 }
 
 const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == 112);
+pub(crate) const FLAG_DISABLED: u64 = 1 << 0;
 pub(crate) const FLAG_INHERIT: u64 = 1 << 1;
+const IOC_ENABLE: libc::c_ulong = 0x2400;
+const IOC_FLAG_GROUP: libc::c_ulong = 1;
 pub(crate) const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 
 fn read_count(fd: &OwnedFd) -> Result<u64, Error> {
@@ -455,6 +566,7 @@ mod tests {
             uprobe_pmu_type: Some(8),
             kernel_semaphores: true,
             ref_ctr_offset_shift: Some(32),
+            optimized_fork: crate::OptimizedFork::ChildSurvives,
         }
     }
 
@@ -487,6 +599,19 @@ mod tests {
         assert_eq!(delta(Next, Nop, UprobeSyscall::OptimizesNop5), None);
         assert_eq!(delta(Next, Other, UprobeSyscall::OptimizesNop5), None);
         assert_eq!(delta(Auto, Other, UprobeSyscall::OptimizesNop5), Some(0));
+        // Where a forked child dies, or nobody knows: the nop.
+        for fork in [
+            crate::OptimizedFork::ChildDies,
+            crate::OptimizedFork::Untested,
+        ] {
+            let k = KernelFeatures {
+                optimized_fork: fork,
+                ..kernel(UprobeSyscall::OptimizesNop5)
+            };
+            assert_eq!(attach_delta(&site(NopNop5), Auto, &k).ok(), Some(0));
+            assert_eq!(attach_delta(&site(NopNop5), Next, &k).ok(), Some(1));
+            assert_eq!(auto_attach_words(NopNop5, &k), "nop (fork-safe)");
+        }
     }
 
     #[test]

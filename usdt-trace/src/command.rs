@@ -21,6 +21,7 @@ pub struct PausedCommand {
     program: PathBuf,
     go: Option<OwnedFd>,
     exec_error: OwnedFd,
+    reaped: bool,
 }
 
 /// How a command ended.
@@ -88,9 +89,23 @@ impl PausedCommand {
     /// Forks a child that will execute `program` with `args` (not including
     /// argv\[0\], which is `program`) once [`PausedCommand::start`] is called.
     pub fn spawn(program: &Path, args: &[OsString]) -> Result<PausedCommand, Error> {
+        Self::spawn_as(program, program.as_os_str(), args)
+    }
+
+    /// Like [`PausedCommand::spawn`], with `argv0` as argv\[0\] (the name
+    /// as the user wrote it: programs may dispatch on it).
+    ///
+    /// The paused child holds no end of the pipe it waits on but its own:
+    /// if the tracer dies before [`PausedCommand::start`], the child reads
+    /// end-of-file and exits 127 without running the program.
+    pub fn spawn_as(
+        program: &Path,
+        argv0: &std::ffi::OsStr,
+        args: &[OsString],
+    ) -> Result<PausedCommand, Error> {
         let nul = |_| Error::Invalid("the command contains a NUL byte".into());
         let c_program = CString::new(program.as_os_str().as_bytes()).map_err(nul)?;
-        let mut c_args = vec![c_program.clone()];
+        let mut c_args = vec![CString::new(argv0.as_bytes()).map_err(nul)?];
         for a in args {
             c_args.push(CString::new(a.clone().into_vec()).map_err(nul)?);
         }
@@ -108,6 +123,8 @@ impl PausedCommand {
             // SAFETY: in the child; see above. `argv` is NULL-terminated and
             // its strings live in `c_args`.
             unsafe {
+                libc::close(go_write.as_raw_fd());
+                libc::close(err_read.as_raw_fd());
                 child(
                     go_read.as_raw_fd(),
                     err_write.as_raw_fd(),
@@ -122,6 +139,7 @@ impl PausedCommand {
             program: program.into(),
             go: Some(go_write),
             exec_error: err_read,
+            reaped: false,
         })
     }
 
@@ -160,6 +178,9 @@ impl PausedCommand {
 
     /// Waits for the child to end.
     pub fn wait(&mut self) -> Result<ExitStatus, Error> {
+        if self.reaped {
+            return Err(Error::Invalid("the command was waited for already".into()));
+        }
         loop {
             if let Some(status) = self.waitpid(0)? {
                 return Ok(status);
@@ -185,6 +206,7 @@ impl PausedCommand {
             return Ok(None);
         }
         self.go = None;
+        self.reaped = true;
         Ok(Some(if libc::WIFSIGNALED(status) {
             ExitStatus::Signal(libc::WTERMSIG(status))
         } else {
@@ -194,9 +216,20 @@ impl PausedCommand {
 
     /// Kills the child (when attaching failed) and reaps it.
     pub fn kill(mut self) {
-        // SAFETY: signalling and reaping our own child.
-        unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+        self.signal(libc::SIGKILL);
         let _ = self.wait();
+    }
+
+    /// Sends `sig` to the child, unless it was reaped already. Never to a
+    /// pid <= 0 (which would signal a process group, the tracer's own).
+    pub fn signal(&mut self, sig: i32) {
+        let Ok(pid) = libc::pid_t::try_from(self.pid) else {
+            return;
+        };
+        if pid > 0 && !self.reaped {
+            // SAFETY: signalling our own child, not yet reaped.
+            unsafe { libc::kill(pid, sig) };
+        }
     }
 }
 

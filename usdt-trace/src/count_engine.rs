@@ -90,21 +90,39 @@ pub(crate) enum Counter {
 }
 
 impl Counter {
-    /// Attaches the given sites of each file at `point`, counting `target`.
+    /// Attaches the given sites of each file at `point`, counting `target`;
+    /// `None` when `interrupted` says a signal came meanwhile (what was
+    /// attached is detached again). Every site starts counting at the same
+    /// moment: one link per file, or perf counters created disabled and
+    /// enabled together once all are attached.
     pub(crate) fn attach(
         engine: Engine,
         files: &[(PathBuf, Vec<&Site>)],
         point: AttachPoint,
         target: Target,
-    ) -> Result<Counter, Error> {
+        interrupted: &dyn Fn() -> Option<i32>,
+    ) -> Result<Option<Counter>, Error> {
+        if interrupted().is_some() {
+            return Ok(None);
+        }
         if engine.uses_bpf(target) {
-            return Ok(Counter::Bpf(ProbeCounter::attach(files, point, target)?));
+            let counter = ProbeCounter::attach(files, point, target)?;
+            return Ok(interrupted().is_none().then_some(Counter::Bpf(counter)));
         }
-        let mut tracer = Tracer::new(point);
+        let mut tracer = Tracer::new(point).enable_later(true);
         for (path, sites) in files {
-            tracer.attach(path, sites.iter().copied(), target)?;
+            for site in sites {
+                if interrupted().is_some() {
+                    return Ok(None);
+                }
+                tracer.attach(path, [*site], target)?;
+            }
         }
-        Ok(Counter::Perf(tracer))
+        if interrupted().is_some() {
+            return Ok(None);
+        }
+        tracer.enable();
+        Ok(Some(Counter::Perf(tracer)))
     }
 
     /// Hits per probe (`provider:name`).

@@ -14,7 +14,7 @@
 //!   [`Error`], never a panic.
 //! - Attaching: a [`Tracer`] opens one uprobe perf event per site (per CPU for
 //!   [`Target::AllProcesses`]) at the [`AttachPoint`] chosen from
-//!   [`KernelFeatures`], with the semaphore's file offset as `ref_ctr_offset`;
+//!   [`KernelFeatures`] and the fork self-test ([`fork_test`]), with the semaphore's file offset as `ref_ctr_offset`;
 //!   dropping it detaches and the kernel lowers the semaphores again.
 //! - Counting with BPF (Linux 6.6+): a [`bpf::MultiCounter`] attaches any
 //!   number of sites of a file with one uprobe_multi link and counts the hits
@@ -58,12 +58,14 @@ pub mod bpf;
 mod bpftrace;
 mod command;
 mod error;
+mod escape;
 mod glob;
 mod note;
 mod process;
 mod record;
 mod ring;
 mod sample;
+mod selftest;
 mod signature;
 mod tracefs;
 
@@ -76,10 +78,11 @@ pub use attach::{
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
 pub use error::Error;
+pub use escape::{escape, escape_name};
 pub use glob::{closest, glob_match};
 pub use note::{
     layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,
-    SkippedNote, MAX_NAME, NT_STAPSDT, SITE_BYTES,
+    SkippedNote, MAX_NAME, MAX_READ, NT_STAPSDT, SITE_BYTES,
 };
 pub use process::{
     load_bias, process_alive, process_exe, process_threads, read_maps, read_process,
@@ -89,8 +92,9 @@ pub use record::{Recorder, Recording};
 pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
+pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
 pub use signature::{
     parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
     TypedArgs, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
-pub use usdt_runtime::{KernelFeatures, SiteLayout, UprobeSyscall};
+pub use usdt_runtime::{KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 mod count_engine;
@@ -16,9 +16,10 @@ mod typed;
 use count_engine::{Counter, Engine};
 
 use usdt_trace::{
-    auto_attach_words, closest, glob_match, process_alive, read_file_probes, read_process,
-    read_semaphore, resolve_program, shared_libraries, AttachPoint, ElfProbes, Error,
-    KernelFeatures, PausedCommand, Site, SiteLayout, Target, UprobeSyscall,
+    auto_attach_words, closest, escape, escape_name, fork_test, glob_match, process_alive,
+    read_file_probes, read_process, read_semaphore, resolve_program, shared_libraries,
+    tracer_features, AttachPoint, ElfProbes, Error, ExitStatus, KernelFeatures, OptimizedFork,
+    PausedCommand, Site, SiteLayout, Target, UprobeSyscall, FORK_TEST_CACHE,
 };
 
 const USAGE: &str = "\
@@ -42,15 +43,43 @@ count's engine: one BPF uprobe_multi link per file, counting every thread
 (Linux 6.6+), or one perf event per site (the main thread only); auto picks
 BPF when the kernel has it. $USDT_COUNT_ENGINE sets the default.";
 
+/// The exit status after stdout was closed, as if SIGPIPE had ended us.
+const BROKEN_PIPE: i32 = 128 + libc::SIGPIPE;
+
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    match run(args) {
-        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+    let code = match run(args) {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => BROKEN_PIPE,
         Err(e) => {
-            eprintln!("usdt: {e}");
-            ExitCode::from(1)
+            // Names from binaries may be in the message: no raw control
+            // characters to the terminal.
+            let text = e.to_string();
+            let lines: Vec<String> = text.split('\n').map(|l| escape(l).into_owned()).collect();
+            let _ = writeln!(std::io::stderr(), "usdt: {}", lines.join("\n"));
+            1
         }
+    };
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+fn is_broken_pipe(e: &Error) -> bool {
+    matches!(e, Error::Os { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// A failed write to stdout, as an error (`BrokenPipe` ends quietly).
+fn write_error(source: std::io::Error) -> Error {
+    Error::Os {
+        what: "writing the output".into(),
+        source,
     }
+}
+
+/// `println!` that returns an error instead of panicking when stdout is closed.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout(), $($arg)*).map_err(crate::write_error)?
+    };
 }
 
 fn run(args: Vec<OsString>) -> Result<i32, Error> {
@@ -63,7 +92,7 @@ fn run(args: Vec<OsString>) -> Result<i32, Error> {
         "trace" => trace_cmd::trace(rest),
         "bpftrace" => typed::bpftrace(rest),
         "-h" | "--help" | "help" => {
-            println!("{USAGE}");
+            out!("{USAGE}");
             Ok(0)
         }
         _ => Err(usage()),
@@ -89,31 +118,47 @@ fn features() -> Result<i32, Error> {
             )
         }
     };
-    println!("uprobe syscall: {syscall}");
-    println!(
+    out!("uprobe syscall: {syscall}");
+    out!(
         "BPF uprobe_multi links: {}",
         usdt_trace::bpf::uprobe_multi_support()
     );
     match f.optimized_layout() {
-        Some(layout) => println!("optimized site layout: {layout} (a uprobe at Location + 1)"),
-        None => println!("optimized site layout: none"),
+        Some(layout) => out!("optimized site layout: {layout} (a uprobe at Location + 1)"),
+        None => out!("optimized site layout: none"),
     }
+    let test = fork_test();
+    let f = tracer_features();
+    let verdict = match test.verdict {
+        OptimizedFork::ChildSurvives => "the child survives",
+        OptimizedFork::ChildDies => "the child dies",
+        OptimizedFork::Untested => "untested (assumed to die)",
+    };
+    let source = match (test.cached, test.took) {
+        (true, _) => format!("; cached for this boot in {FORK_TEST_CACHE}"),
+        (false, Some(t)) => format!("; self-test took {} ms", t.as_millis()),
+        (false, None) => String::new(),
+    };
+    out!(
+        "fork after an optimized hit: {verdict} ({}{source})",
+        test.why
+    );
     for layout in [SiteLayout::NopNop5, SiteLayout::NopNop10, SiteLayout::Nop] {
-        println!(
+        out!(
             "auto attach on a {layout} site: {}",
             auto_attach_words(layout, &f)
         );
     }
     match f.uprobe_pmu_type {
-        Some(t) => println!("uprobe PMU: type {t}"),
-        None => println!("uprobe PMU: absent (perf_event_open cannot attach uprobes)"),
+        Some(t) => out!("uprobe PMU: type {t}"),
+        None => out!("uprobe PMU: absent (perf_event_open cannot attach uprobes)"),
     }
     match (f.kernel_semaphores, f.ref_ctr_offset_shift) {
         (true, Some(s)) => {
-            println!("semaphores: maintained by the kernel (ref_ctr_offset in config bits {s}-63)")
+            out!("semaphores: maintained by the kernel (ref_ctr_offset in config bits {s}-63)")
         }
-        (true, None) => println!("semaphores: maintained by the kernel (ref_ctr_offset)"),
-        (false, _) => println!("semaphores: not maintained by the kernel (no ref_ctr_offset)"),
+        (true, None) => out!("semaphores: maintained by the kernel (ref_ctr_offset)"),
+        (false, _) => out!("semaphores: not maintained by the kernel (no ref_ctr_offset)"),
     }
     Ok(0)
 }
@@ -171,7 +216,9 @@ fn parse_opts(args: &[OsString], cmd: Cmd) -> Result<Opts, Error> {
                 let v = value("-p")?;
                 let pid = v
                     .parse()
-                    .map_err(|_| Error::Invalid(format!("\"{v}\" is not a process id")))?;
+                    .ok()
+                    .filter(|p| *p > 0 && *p <= i32::MAX as u32)
+                    .ok_or_else(|| Error::Invalid(format!("\"{v}\" is not a process id")))?;
                 opts.pid = Some(pid);
             }
             "--sites" if !count => opts.sites = true,
@@ -193,16 +240,7 @@ fn parse_opts(args: &[OsString], cmd: Cmd) -> Result<Opts, Error> {
             }
             "--interval" | "-i" if count && !trace => {
                 let v = value("--interval")?;
-                let secs: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| *s > 0.0 && s.is_finite())
-                    .ok_or_else(|| {
-                        Error::Invalid(format!(
-                            "the interval is a positive number of seconds, not \"{v}\""
-                        ))
-                    })?;
-                opts.interval = Some(Duration::from_secs_f64(secs));
+                opts.interval = Some(parse_interval(&v)?);
             }
             "--attach" if count => opts.attach = value("--attach")?.parse()?,
             "--engine" if count && !trace => opts.engine = Some(value("--engine")?.parse()?),
@@ -218,7 +256,11 @@ fn parse_opts(args: &[OsString], cmd: Cmd) -> Result<Opts, Error> {
                             "the duration is a positive number of seconds, not \"{v}\""
                         ))
                     })?;
-                opts.duration = Some(Duration::from_secs_f64(secs));
+                opts.duration = Some(Duration::try_from_secs_f64(secs).map_err(|_| {
+                    Error::Invalid(format!(
+                        "the duration is a positive number of seconds, not \"{v}\""
+                    ))
+                })?);
             }
             "-h" | "--help" => return Err(usage()),
             a if a.starts_with('-') && a.len() > 1 => {
@@ -228,6 +270,19 @@ fn parse_opts(args: &[OsString], cmd: Cmd) -> Result<Opts, Error> {
         }
     }
     Ok(opts)
+}
+
+/// Seconds, at least a millisecond and at most a day.
+fn parse_interval(v: &str) -> Result<Duration, Error> {
+    let secs: f64 = v
+        .parse()
+        .map_err(|_| Error::Invalid(format!("the interval is a number of seconds, not \"{v}\"")))?;
+    if !(0.001..=86_400.0).contains(&secs) {
+        return Err(Error::Invalid(format!(
+            "the interval is between 0.001 and 86400 seconds, not \"{v}\""
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// `PROBE-GLOB:N`, split at the last colon.
@@ -252,10 +307,10 @@ fn list(args: &[OsString]) -> Result<i32, Error> {
         (None, [binary]) => {
             let probes = read_probes_of(Path::new(binary))?;
             if probes.sites.is_empty() {
-                return Err(Error::Invalid(format!("{binary} has no probes")));
+                return Err(Error::Invalid(format!("{} has no probes", escape(binary))));
             }
             let sigs = typed::signatures([Path::new(binary)]);
-            print_table(&probes.sites, &sigs, 0, opts.sites, &|_| None);
+            print_table(&probes.sites, &sigs, 0, opts.sites, &|_| None)?;
             Ok(0)
         }
         _ => Err(Error::Invalid(USAGE.into())),
@@ -266,6 +321,7 @@ fn list(args: &[OsString]) -> Result<i32, Error> {
 fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
     let mut any = false;
     for object in read_process(pid)? {
+        let path = escape(&object.path.to_string_lossy()).into_owned();
         if let Ok(p) = &object.probes {
             warn_skipped(&object.path, p);
         }
@@ -273,15 +329,15 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
             Ok(p) if !p.sites.is_empty() => p,
             Ok(_) => continue,
             Err(e) => {
-                eprintln!("usdt: {}: {e}", object.path.display());
+                eprintln!("usdt: {path}: {}", escape(&e.to_string()));
                 continue;
             }
         };
         any = true;
-        println!("{} (load bias {:#x})", object.path.display(), object.bias);
+        out!("{path} (load bias {:#x})", object.bias);
         let value = |addr: u64| read_semaphore(pid, addr.wrapping_add(object.bias)).ok();
         let sigs = typed::signatures([object.open_path.as_path()]);
-        print_table(&probes.sites, &sigs, object.bias, with_sites, &value);
+        print_table(&probes.sites, &sigs, object.bias, with_sites, &value)?;
     }
     if !any {
         return Err(Error::Invalid(format!(
@@ -293,25 +349,26 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
 
 /// One row per probe (a recorded probe with its parameters:
 /// `http:request_start(id: u64, path: &str)`); with `sites`, one indented
-/// row per site below it.
+/// row per site below it. Names, parameters and argument strings come from
+/// the binary: escaped.
 fn print_table(
     sites: &[Site],
     sigs: &usdt_trace::Signatures,
     bias: u64,
     with_sites: bool,
     semaphore_value: &dyn Fn(u64) -> Option<u16>,
-) {
-    let features = &KernelFeatures::detect();
+) -> Result<(), Error> {
+    let features = &tracer_features();
     let mut probes: BTreeMap<String, Vec<&Site>> = BTreeMap::new();
     for site in sites {
         probes
-            .entry(typed::probe_column(sigs, site))
+            .entry(escape(&typed::probe_column(sigs, site)).into_owned())
             .or_default()
             .push(site);
     }
     let width = probes.keys().map(String::len).max().unwrap_or(0).max(5);
-    println!(
-        "{:width$}  SITES  LAYOUT     SEMAPHORE           ATTACH          ARGUMENTS",
+    out!(
+        "{:width$}  SITES  LAYOUT     SEMAPHORE           ATTACH           ARGUMENTS",
         "PROBE"
     );
     for (name, sites) in &probes {
@@ -334,39 +391,48 @@ fn print_table(
             "per site"
         };
         let args = if sites.iter().all(|s| s.args_text == first.args_text) {
-            first.args_text.clone()
+            escape(&first.args_text).into_owned()
         } else {
-            format!("{} (differs between sites)", first.args_text)
+            format!("{} (differs between sites)", escape(&first.args_text))
         };
-        println!(
-            "{name:width$}  {:5}  {layout:9}  {semaphore:18}  {attach:14}  {args}",
+        out!(
+            "{name:width$}  {:5}  {layout:9}  {semaphore:18}  {attach:15}  {args}",
             sites.len()
         );
         if with_sites {
             for s in sites {
                 let offset = s.location_offset.map_or("-".into(), |o| format!("{o:#x}"));
-                println!(
+                out!(
                     "  site {:#x} offset {offset} base {:#x} semaphore {:#x} layout {} args {}",
                     s.location.wrapping_add(bias),
                     s.note_base,
                     s.semaphore.map_or(0, |a| a.wrapping_add(bias)),
                     s.layout,
-                    s.args_text
+                    escape(&s.args_text)
                 );
             }
         }
     }
+    Ok(())
 }
 
-/// Set by SIGINT and SIGTERM.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The signal that asked us to stop (0: none yet).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::Relaxed);
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::Relaxed);
 }
 
-fn catch_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+/// The signal (SIGINT, SIGTERM or SIGHUP) received so far, if any.
+pub(crate) fn interrupted() -> Option<i32> {
+    Some(SIGNAL.load(Ordering::Relaxed)).filter(|s| *s != 0)
+}
+
+/// Catches SIGINT, SIGTERM and SIGHUP from the first moment of `count` and
+/// `trace`: every path then detaches, removes its tracefs events and ends
+/// what it started before exiting with 128 + the signal.
+pub(crate) fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: a zeroed sigaction with a handler that only stores to an
         // atomic (async-signal-safe) is a valid disposition.
         unsafe {
@@ -378,8 +444,26 @@ fn catch_signals() {
     }
 }
 
+/// Many threads times sites times CPUs is many descriptors: allow as many
+/// as the hard limit does.
+pub(crate) fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit with a valid rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 fn count(args: &[OsString]) -> Result<i32, Error> {
+    catch_signals();
     let opts = parse_opts(args, Cmd::Count)?;
+    raise_fd_limit();
     match (opts.pid, opts.command.is_empty(), &opts.all) {
         (Some(pid), true, None) => count_process(pid, &opts),
         (None, false, None) => count_command(&opts),
@@ -389,131 +473,12 @@ fn count(args: &[OsString]) -> Result<i32, Error> {
 }
 
 /// Files and their sites, as found for a process or a command.
-type Objects = Vec<(PathBuf, Vec<Site>)>;
+pub(crate) type Objects = Vec<(PathBuf, Vec<Site>)>;
 
-/// Attaches to a running process until it exits or Ctrl-C.
-fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
-    let objects = process_objects(read_process(pid)?);
-    let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
-    let engine = Engine::chosen(opts.engine)?;
-    let counter = attach(engine, &objects, opts, Target::Pid(pid))?;
-    catch_signals();
-    // Only now is every event counting (the kernel raises semaphores a
-    // little earlier, while it registers the uprobes).
-    eprintln!("usdt: counting {matched} sites of process {pid}; Ctrl-C prints the counts");
-    let end = opts.duration.map(|d| Instant::now() + d);
-    watch(&counter, opts.interval, || {
-        Ok(process_alive(pid) && end.is_none_or(|end| Instant::now() < end))
-    })?;
-    Ok(0)
-}
-
-/// Counts every process that runs (or maps) `binary` until Ctrl-C or the
-/// duration ends.
-fn count_all(binary: &Path, opts: &Opts) -> Result<i32, Error> {
-    let path = absolute(binary);
-    let objects: Objects = vec![(path.clone(), read_probes_of(&path)?.sites)];
-    let matched = select(&objects, &opts.operands, &path.display().to_string())?;
-    let engine = Engine::chosen(opts.engine)?;
-    let counter = attach(engine, &objects, opts, Target::AllProcesses)?;
-    catch_signals();
-    eprintln!(
-        "usdt: counting {matched} sites in every process of {}; Ctrl-C prints the counts",
-        path.display()
-    );
-    let end = opts.duration.map(|d| Instant::now() + d);
-    watch(&counter, opts.interval, || {
-        Ok(end.is_none_or(|end| Instant::now() < end))
-    })?;
-    Ok(0)
-}
-
-/// Starts a command with the uprobes in place; returns its exit code.
-fn count_command(opts: &Opts) -> Result<i32, Error> {
-    let (program, objects) = command_objects(&opts.command[0])?;
-    select(&objects, &opts.operands, &program.display().to_string())?;
-    // Not inherited: the kernel fails the program's fork and pthread_create
-    // (EFAULT) when it copies uprobe events into the new task.
-    let engine = Engine::chosen(opts.engine)?;
-    let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
-    let counter = match attach(engine, &objects, opts, Target::Pid(child.pid())) {
-        Ok(counter) => counter,
-        Err(e) => {
-            child.kill();
-            return Err(e);
-        }
-    };
-    catch_signals();
-    child.start()?;
-    let mut status = None;
-    watch(&counter, opts.interval, || {
-        status = child.try_wait()?;
-        Ok(status.is_none())
-    })?;
-    Ok(status.map_or(130, |s| s.shell_code()))
-}
-
-/// Attaches to the sites that match the globs with `engine`.
-fn attach(
-    engine: Engine,
-    objects: &Objects,
-    opts: &Opts,
-    target: Target,
-) -> Result<Counter, Error> {
-    let files: Vec<(PathBuf, Vec<&Site>)> = objects
-        .iter()
-        .map(|(path, sites)| {
-            let matched = sites.iter().filter(|s| matches(&opts.operands, s));
-            (path.clone(), matched.collect())
-        })
-        .collect();
-    Counter::attach(engine, &files, opts.attach, target)
-}
-
-/// The probes of a file, with errors that name it.
-/// The program a command runs, and the sites of the program and of the
-/// shared libraries it will load.
-fn command_objects(command: &OsString) -> Result<(PathBuf, Objects), Error> {
-    let program = absolute(&resolve_program(Path::new(command))?);
-    let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
-    for lib in shared_libraries(&program) {
-        match read_file_probes(&lib) {
-            Ok(probes) => {
-                warn_skipped(&lib, &probes);
-                objects.push((lib, probes.sites));
-            }
-            Err(e) => not_attached(&lib, &e),
-        }
-    }
-    Ok((program, objects))
-}
-
-fn read_probes_of(path: &Path) -> Result<ElfProbes, Error> {
-    let probes = read_file_probes(path).map_err(|e| match e {
-        Error::Io { .. } => e,
-        Error::NotElf => Error::Invalid(format!("{} is not an ELF file", path.display())),
-        e => Error::Invalid(format!("{}: {e}", path.display())),
-    })?;
-    warn_skipped(path, &probes);
-    Ok(probes)
-}
-
-/// One line per note skipped because it is malformed as a whole.
-fn warn_skipped(path: &Path, probes: &ElfProbes) {
-    for skipped in &probes.skipped {
-        eprintln!("usdt: {}: {skipped}", path.display());
-    }
-}
-
-/// One line for a file whose probes cannot be read: never skipped in silence.
-fn not_attached(path: &Path, e: &Error) {
-    eprintln!("usdt: {}: {e}; its probes are not attached", path.display());
-}
-
-/// The sites of a process's objects (saying which cannot be read, and
-/// which notes are skipped).
-fn process_objects(objects: Vec<usdt_trace::MappedObject>) -> Objects {
-    objects
+/// The objects of a process with their sites (saying in one line which
+/// cannot be read, and which notes are skipped).
+pub(crate) fn process_objects(pid: u32) -> Result<Objects, Error> {
+    Ok(read_process(pid)?
         .into_iter()
         .filter_map(|o| match o.probes {
             Ok(probes) => {
@@ -525,21 +490,229 @@ fn process_objects(objects: Vec<usdt_trace::MappedObject>) -> Objects {
                 None
             }
         })
-        .collect()
+        .collect())
 }
 
+/// Attaches to a running process until it exits, the duration ends or a
+/// signal.
+fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
+    let objects = process_objects(pid)?;
+    let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
+    warn_next(opts.attach, &objects, &opts.operands);
+    let engine = Engine::chosen(opts.engine)?;
+    let Some(counter) = attach(engine, &objects, opts, Target::Pid(pid))? else {
+        return Ok(interrupted().map_or(130, |sig| 128 + sig));
+    };
+    // Only now is every site counting (the kernel raises semaphores a little
+    // earlier, while it registers the uprobes).
+    eprintln!("usdt: counting {matched} sites of process {pid}; Ctrl-C prints the counts");
+    let end = opts.duration.map(|d| Instant::now() + d);
+    watch(&counter, opts.interval, || {
+        Ok(process_alive(pid) && end.is_none_or(|end| Instant::now() < end))
+    })?;
+    Ok(interrupted().map_or(0, |sig| 128 + sig))
+}
+
+/// Counts every process that runs (or maps) `binary` until a signal or the
+/// duration ends.
+fn count_all(binary: &Path, opts: &Opts) -> Result<i32, Error> {
+    let path = absolute(binary);
+    let objects: Objects = vec![(path.clone(), read_probes_of(&path)?.sites)];
+    let name = escape(&path.to_string_lossy()).into_owned();
+    let matched = select(&objects, &opts.operands, &name)?;
+    warn_next(opts.attach, &objects, &opts.operands);
+    let engine = Engine::chosen(opts.engine)?;
+    let Some(counter) = attach(engine, &objects, opts, Target::AllProcesses)? else {
+        return Ok(interrupted().map_or(130, |sig| 128 + sig));
+    };
+    eprintln!(
+        "usdt: counting {matched} sites in every process of {name}; Ctrl-C prints the counts"
+    );
+    let end = opts.duration.map(|d| Instant::now() + d);
+    watch(&counter, opts.interval, || {
+        Ok(end.is_none_or(|end| Instant::now() < end))
+    })?;
+    Ok(interrupted().map_or(0, |sig| 128 + sig))
+}
+
+/// Starts a command with the uprobes in place; returns its exit code.
+fn count_command(opts: &Opts) -> Result<i32, Error> {
+    let command = command_objects(&opts.command[0])?;
+    select(&command.objects, &opts.operands, &command.name())?;
+    warn_next(opts.attach, &command.objects, &opts.operands);
+    let engine = Engine::chosen(opts.engine)?;
+    let mut child = command.spawn(&opts.command)?;
+    let counter = match attach(engine, &command.objects, opts, Target::Pid(child.pid())) {
+        Ok(Some(counter)) => counter,
+        Ok(None) => {
+            child.kill();
+            return Ok(interrupted().map_or(130, |sig| 128 + sig));
+        }
+        Err(e) => {
+            child.kill();
+            return Err(e);
+        }
+    };
+    child.start()?;
+    let mut status = None;
+    let watched = watch(&counter, opts.interval, || {
+        status = child.try_wait()?;
+        Ok(status.is_none())
+    });
+    drop(counter);
+    finish_command(&mut child, status, watched)
+}
+
+/// After detaching from a command: its exit code, or 128 + the signal that
+/// stopped us (passed on to the command), or the pipe status when stdout
+/// was closed (the command then runs to its end, untraced).
+pub(crate) fn finish_command(
+    child: &mut PausedCommand,
+    status: Option<ExitStatus>,
+    watched: Result<(), Error>,
+) -> Result<i32, Error> {
+    if let Some(status) = status {
+        watched?;
+        return Ok(status.shell_code());
+    }
+    if let Some(sig) = interrupted() {
+        child.signal(sig);
+        return Ok(128 + sig);
+    }
+    match watched {
+        Err(e) if is_broken_pipe(&e) => {
+            let _ = child.wait();
+            Ok(BROKEN_PIPE)
+        }
+        Err(e) => Err(e),
+        Ok(()) => Ok(child.wait()?.shell_code()),
+    }
+}
+
+/// `--attach next` where the kernel optimizes the site and a forked child
+/// would die: obeyed, with one line saying so.
+pub(crate) fn warn_next(point: AttachPoint, objects: &Objects, globs: &[String]) {
+    if point != AttachPoint::Next {
+        return;
+    }
+    let features = KernelFeatures::detect();
+    let optimized = objects
+        .iter()
+        .flat_map(|(_, sites)| sites)
+        .any(|s| matches(globs, s) && features.optimizes(s.layout));
+    if optimized && fork_test().verdict != OptimizedFork::ChildSurvives {
+        eprintln!(
+            "usdt: warning: --attach next on this kernel: a child the program forks after a hit dies (SIGSEGV) at its own first hit (usdt features says why)"
+        );
+    }
+}
+
+/// Attaches to the sites that match the globs with `engine`: `None` when a
+/// signal stopped it (what was attached is detached again).
+fn attach(
+    engine: Engine,
+    objects: &Objects,
+    opts: &Opts,
+    target: Target,
+) -> Result<Option<Counter>, Error> {
+    let files: Vec<(PathBuf, Vec<&Site>)> = objects
+        .iter()
+        .map(|(path, sites)| {
+            let matched = sites.iter().filter(|s| matches(&opts.operands, s));
+            (path.clone(), matched.collect())
+        })
+        .collect();
+    match Counter::attach(engine, &files, opts.attach, target, &|| interrupted()) {
+        // Ctrl-C reaches the paused command too: it is gone because of the
+        // signal, not a failure of ours.
+        Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(None),
+        other => other,
+    }
+}
+
+/// The program a command runs and the sites of it and of the shared
+/// libraries it will load.
+pub(crate) struct CommandObjects {
+    /// The program as found in PATH (not canonicalized): what is executed.
+    pub(crate) exec_path: PathBuf,
+    pub(crate) objects: Objects,
+}
+
+impl CommandObjects {
+    pub(crate) fn name(&self) -> String {
+        escape(&self.exec_path.to_string_lossy()).into_owned()
+    }
+
+    /// Forks the command, paused, with argv\[0\] as the user wrote it.
+    pub(crate) fn spawn(&self, command: &[OsString]) -> Result<PausedCommand, Error> {
+        PausedCommand::spawn_as(&self.exec_path, &command[0], &command[1..])
+    }
+}
+
+/// The program a command runs, and the sites of the program and of the
+/// shared libraries it will load.
+pub(crate) fn command_objects(command: &OsString) -> Result<CommandObjects, Error> {
+    let exec_path = resolve_program(Path::new(command))?;
+    let program = absolute(&exec_path);
+    let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
+    for lib in shared_libraries(&program) {
+        match read_file_probes(&lib) {
+            Ok(probes) => {
+                warn_skipped(&lib, &probes);
+                objects.push((lib, probes.sites));
+            }
+            Err(e) => not_attached(&lib, &e),
+        }
+    }
+    Ok(CommandObjects { exec_path, objects })
+}
+
+/// The probes of a file, with errors that name it.
+fn read_probes_of(path: &Path) -> Result<ElfProbes, Error> {
+    let name = escape(&path.to_string_lossy()).into_owned();
+    let probes = read_file_probes(path).map_err(|e| match e {
+        Error::Io { .. } => e,
+        Error::NotElf => Error::Invalid(format!("{name} is not an ELF file")),
+        e => Error::Invalid(format!("{name}: {e}")),
+    })?;
+    warn_skipped(path, &probes);
+    Ok(probes)
+}
+
+/// One line per note skipped because it is malformed as a whole.
+fn warn_skipped(path: &Path, probes: &ElfProbes) {
+    for skipped in &probes.skipped {
+        eprintln!(
+            "usdt: {}: {}",
+            escape(&path.to_string_lossy()),
+            escape(&skipped.to_string())
+        );
+    }
+}
+
+/// One line for a file whose probes cannot be read: never skipped in silence.
+fn not_attached(path: &Path, e: &Error) {
+    eprintln!(
+        "usdt: {}: {}; its probes are not attached",
+        escape(&path.to_string_lossy()),
+        escape(&e.to_string())
+    );
+}
+
+/// The file to read and attach to: symlinks resolved (the kernel attaches
+/// to the file itself).
 fn absolute(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.into())
 }
 
-fn matches(globs: &[String], site: &Site) -> bool {
+pub(crate) fn matches(globs: &[String], site: &Site) -> bool {
     let probe = site.probe();
     globs.is_empty() || globs.iter().any(|g| glob_match(g, &probe))
 }
 
 /// How many sites match the globs; an error if none (with the closest names)
 /// or if there are no probes at all.
-fn select(objects: &Objects, globs: &[String], what: &str) -> Result<usize, Error> {
+pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<usize, Error> {
     let sites = || objects.iter().flat_map(|(_, sites)| sites);
     let matched = sites().filter(|s| matches(globs, s)).count();
     if matched > 0 {
@@ -551,27 +724,29 @@ fn select(objects: &Objects, globs: &[String], what: &str) -> Result<usize, Erro
     }
     names.sort();
     names.dedup();
-    let near = closest(&globs.join(" "), names.iter().map(String::as_str), 3).join(", ");
+    let near = closest(&globs.join(" "), names.iter().map(String::as_str), 3);
+    let near: Vec<String> = near.iter().map(|n| escape_name(n).into_owned()).collect();
     let globs = globs.join(" ");
     Err(Error::Invalid(format!(
-        "no probe of {what} matches {globs}; the closest are {near}"
+        "no probe of {what} matches {globs}; the closest are {}",
+        near.join(", ")
     )))
 }
 
 /// Prints counts every `interval` and once more when `running` says the
-/// target is gone (`Ok(None)`) or on Ctrl-C.
+/// target is gone or on a signal.
 fn watch(
     counter: &Counter,
     interval: Option<Duration>,
     mut running: impl FnMut() -> Result<bool, Error>,
 ) -> Result<(), Error> {
     let mut next = interval.map(|i| Instant::now() + i);
-    while !INTERRUPTED.load(Ordering::Relaxed) && running()? {
+    while interrupted().is_none() && running()? {
         std::thread::sleep(Duration::from_millis(20));
         if let (Some(at), Some(i)) = (next, interval) {
             if Instant::now() >= at {
                 print_counts(counter)?;
-                println!();
+                out!();
                 next = Some(at + i);
             }
         }
@@ -579,12 +754,15 @@ fn watch(
     print_counts(counter)
 }
 
+/// `provider:name count` per probe, names escaped.
 fn print_counts(counter: &Counter) -> Result<(), Error> {
-    let counts = counter.probe_counts()?;
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for (probe, n) in counter.probe_counts()? {
+        *counts.entry(escape(&probe).into_owned()).or_insert(0) += n;
+    }
     let mut out = std::io::stdout().lock();
     for (probe, n) in counts {
-        let _ = writeln!(out, "{probe} {n}");
+        writeln!(out, "{probe} {n}").map_err(write_error)?;
     }
-    let _ = out.flush();
-    Ok(())
+    out.flush().map_err(write_error)
 }

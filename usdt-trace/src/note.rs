@@ -10,12 +10,18 @@
 //! or otherwise moved, `.stapsdt.base`'s address differs from the Base the note
 //! recorded, and both shift by the difference, as every sys/sdt.h consumer does.
 
+use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::ops::Range;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, Sym};
+use object::read::ReadCache;
 use object::{Endianness, ReadRef};
 
 use crate::arg::{parse_args, Arg, Machine, Operand};
@@ -175,18 +181,82 @@ pub fn read_file(path: impl AsRef<Path>) -> Result<Vec<Site>, Error> {
     read_file_probes(path).map(|p| p.sites)
 }
 
+/// The most bytes one read of an ELF file may ask for (a section, the
+/// program or section headers), and [`MAX_READ`] times 4 for all of them.
+pub const MAX_READ: u64 = 64 << 20;
+
 /// Like [`read_file`], with the file's machine and segments.
+///
+/// Only a regular file is opened (never a device, FIFO or socket), and only
+/// one that starts with the ELF magic is read further, and then only the
+/// parts needed (headers, section names, the notes, a few bytes per site),
+/// each at most [`MAX_READ`] bytes: never the whole file.
 pub fn read_file_probes(path: impl AsRef<Path>) -> Result<ElfProbes, Error> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+    let io = |source| Error::Io {
         path: path.into(),
         source,
-    })?;
-    read_probes(&bytes)
+    };
+    let not_regular = || Error::Io {
+        path: path.into(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+    };
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(not_regular());
+    }
+    // O_NONBLOCK: should it have become a FIFO since, opening must not wait.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(not_regular());
+    }
+    let mut magic = [0u8; 4];
+    if file.read_exact(&mut magic).is_err() || magic != elf::ELFMAG {
+        return Err(Error::NotElf);
+    }
+    let bounded = Bounded {
+        cache: ReadCache::new(file),
+        budget: Cell::new(4 * MAX_READ),
+    };
+    read_probes_from(&bounded)
+}
+
+/// A file read on demand, each read at most [`MAX_READ`] bytes and all of
+/// them within a budget.
+struct Bounded {
+    cache: ReadCache<File>,
+    budget: Cell<u64>,
+}
+
+impl<'a> ReadRef<'a> for &'a Bounded {
+    fn len(self) -> Result<u64, ()> {
+        (&self.cache).len()
+    }
+
+    fn read_bytes_at(self, offset: u64, size: u64) -> Result<&'a [u8], ()> {
+        let left = self.budget.get();
+        if size > MAX_READ || size > left {
+            return Err(());
+        }
+        self.budget.set(left - size);
+        (&self.cache).read_bytes_at(offset, size)
+    }
+
+    fn read_bytes_at_until(self, range: Range<u64>, delimiter: u8) -> Result<&'a [u8], ()> {
+        // object reads at most 4 KiB looking for the delimiter.
+        (&self.cache).read_bytes_at_until(range, delimiter)
+    }
 }
 
 /// Like [`read_sites`], with the file's machine and segments.
 pub fn read_probes(data: &[u8]) -> Result<ElfProbes, Error> {
+    read_probes_from(data)
+}
+
+fn read_probes_from<'d, R: ReadRef<'d>>(data: R) -> Result<ElfProbes, Error> {
     let header = parse_header(data)?;
     let endian = header.endian()?;
     let machine = match header.e_machine(endian) {
@@ -328,14 +398,16 @@ fn resolve_symbols<'d, R: ReadRef<'d>>(
 }
 
 /// Checks the identification bytes first, for precise errors.
-fn parse_header(data: &[u8]) -> Result<&Header, Error> {
-    if data.len() < 16 || data[..4] != elf::ELFMAG {
+fn parse_header<'d, R: ReadRef<'d>>(data: R) -> Result<&'d Header, Error> {
+    let data_ident = data.read_bytes_at(0, 16).map_err(|_| Error::NotElf)?;
+    if data_ident[..4] != elf::ELFMAG {
         return Err(Error::NotElf);
     }
-    if data[4] != elf::ELFCLASS64 {
+    let data_ident: &[u8] = data_ident;
+    if data_ident[4] != elf::ELFCLASS64 {
         return Err(Error::Unsupported("32-bit ELF files".into()));
     }
-    if data[5] != elf::ELFDATA2LSB {
+    if data_ident[5] != elf::ELFDATA2LSB {
         return Err(Error::Unsupported("big-endian ELF files".into()));
     }
     Ok(Header::parse(data)?)
@@ -406,7 +478,12 @@ fn parse_desc(
 }
 
 impl RawSite {
-    fn into_site(self, probes: &ElfProbes, stapsdt_base: Option<u64>, data: &[u8]) -> Site {
+    fn into_site<'d, R: ReadRef<'d>>(
+        self,
+        probes: &ElfProbes,
+        stapsdt_base: Option<u64>,
+        data: R,
+    ) -> Site {
         // sys/sdt.h: shift by (.stapsdt.base address - Base) when they differ.
         let shift = stapsdt_base.map_or(0, |b| b.wrapping_sub(self.base));
         let location = self.location.wrapping_add(shift);
@@ -432,16 +509,22 @@ impl RawSite {
 }
 
 /// Up to [`SITE_BYTES`] bytes at `offset`, within the segment's file bytes.
-fn site_bytes(probes: &ElfProbes, location: u64, offset: u64, data: &[u8]) -> Vec<u8> {
+fn site_bytes<'d, R: ReadRef<'d>>(
+    probes: &ElfProbes,
+    location: u64,
+    offset: u64,
+    data: R,
+) -> Vec<u8> {
     let in_segment = probes.segments.iter().find_map(|s| {
         let delta = location.checked_sub(s.vaddr)?;
         (delta < s.filesz).then(|| s.filesz - delta)
     });
-    let len = in_segment.unwrap_or(0).min(SITE_BYTES as u64) as usize;
-    let Ok(start) = usize::try_from(offset) else {
-        return vec![];
-    };
-    data.get(start..)
-        .map(|d| d[..len.min(d.len())].to_vec())
+    let file_len = data.len().unwrap_or(0);
+    let len = in_segment
+        .unwrap_or(0)
+        .min(SITE_BYTES as u64)
+        .min(file_len.saturating_sub(offset));
+    data.read_bytes_at(offset, len)
+        .map(<[u8]>::to_vec)
         .unwrap_or_default()
 }

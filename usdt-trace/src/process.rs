@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::note::{read_probes, ElfProbes};
+use crate::note::{read_file_probes, ElfProbes};
 use crate::Error;
 
 /// One line of `/proc/PID/maps` backed by a file.
@@ -93,7 +93,8 @@ fn parse_maps_line(line: &str) -> Option<Mapping> {
 }
 
 /// Reads every ELF object the process maps, with its probes and load bias.
-/// Files that are not ELF (fonts, locale archives) are left out.
+/// Files that are not ELF (fonts, locale archives) or not regular files
+/// (devices such as `/dev/zero`) are left out, unread.
 pub fn read_process(pid: u32) -> Result<Vec<MappedObject>, Error> {
     let maps = read_maps(pid)?;
     let mut by_path: BTreeMap<&str, Vec<&Mapping>> = BTreeMap::new();
@@ -103,13 +104,16 @@ pub fn read_process(pid: u32) -> Result<Vec<MappedObject>, Error> {
     let mut objects = vec![];
     for (path, mappings) in by_path {
         let open_path = PathBuf::from(format!("/proc/{pid}/root{path}"));
-        let probes = match std::fs::read(&open_path) {
-            Ok(bytes) => read_probes(&bytes),
-            Err(e) if !process_alive(pid) => return Err(proc_error(pid, path.into(), e)),
-            Err(source) => Err(Error::Io {
-                path: open_path.clone(),
-                source,
-            }),
+        // Only regular ELF files, and only the parts needed: a process may
+        // map /dev/zero or a huge data file.
+        let probes = match read_file_probes(&open_path) {
+            Err(Error::Io { source, .. }) if !process_alive(pid) => {
+                return Err(proc_error(pid, path.into(), source))
+            }
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::InvalidInput => {
+                continue; // not a regular file
+            }
+            other => other,
         };
         if matches!(probes, Err(Error::NotElf)) {
             continue;

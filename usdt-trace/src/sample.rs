@@ -39,7 +39,7 @@
 //! (`PERF_RECORD_LOST`, written when a ring is full) are counted in
 //! [`Sampler::lost`], never dropped silently.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::fmt;
 use std::io;
@@ -680,6 +680,8 @@ pub struct Sampler {
     ids: HashMap<u64, usize>,
     kernel_fetch: bool,
     tracepoints: HashMap<(PathBuf, u64), Option<(u64, RawPlan)>>,
+    /// The uprobe addresses attached, per target: one uprobe per address.
+    attached: HashSet<(PathBuf, u64, Target)>,
     // Dropped in this order: unmap the rings, close the events, then remove
     // the tracefs events they used.
     slots: Vec<Slot>,
@@ -696,7 +698,7 @@ impl Sampler {
     pub fn new(point: AttachPoint) -> Sampler {
         Sampler {
             point,
-            features: KernelFeatures::detect(),
+            features: crate::attach::features_for(point),
             per_cpu: false,
             ring_pages: DEFAULT_RING_PAGES,
             stack_bytes: DEFAULT_STACK_BYTES,
@@ -706,6 +708,7 @@ impl Sampler {
             ids: HashMap::new(),
             kernel_fetch: true,
             tracepoints: HashMap::new(),
+            attached: HashSet::new(),
             slots: vec![],
             fds: vec![],
             dyn_events: vec![],
@@ -806,8 +809,10 @@ impl Sampler {
         };
         let (plans_before, fds_before, slots_before) =
             (self.plans.len(), self.fds.len(), self.slots.len());
+        let attached = self.attached.clone();
         let result = self.attach_sites(path, &c_path, sites, target, &cpus);
         if result.is_err() {
+            self.attached = attached;
             self.slots.truncate(slots_before);
             self.fds.truncate(fds_before);
             self.plans.truncate(plans_before);
@@ -831,6 +836,9 @@ impl Sampler {
     ) -> Result<(), Error> {
         for site in sites {
             let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path)?;
+            if !self.attached.insert((path.into(), uprobe.offset, target)) {
+                continue; // one uprobe per address
+            }
             let probe = site.probe();
             let strings = (0..site.args.len())
                 .map(|i| {

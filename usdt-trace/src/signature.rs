@@ -382,7 +382,8 @@ impl<'a> TypedArgs<'a> {
             if n > 0 {
                 out.push(' ');
             }
-            let _ = write!(out, "{}=", p.name);
+            // The name comes from the binary: escaped like a probe name.
+            let _ = write!(out, "{}=", crate::escape_name(&p.name));
             match &self.bytes[n] {
                 Some(bytes) => push_bytes_text(&mut out, bytes),
                 None => push_text(&mut out, p.kind, &self.hit.args[i]),

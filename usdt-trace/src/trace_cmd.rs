@@ -2,20 +2,20 @@
 
 use std::ffi::OsString;
 use std::io::{BufWriter, Stdout, Write};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use usdt_trace::{
-    process_alive, process_threads, read_process, Error, Hit, PausedCommand, Sampler, Signatures,
-    Target, Value,
+    escape_name, process_alive, process_threads, Error, Hit, Sampler, Signatures, Target, Value,
 };
 
 use crate::{
-    catch_signals, command_objects, matches, parse_opts, process_objects, select, typed, Cmd,
-    Objects, Opts, INTERRUPTED, USAGE,
+    catch_signals, command_objects, finish_command, interrupted, matches, parse_opts,
+    process_objects, raise_fd_limit, select, typed, warn_next, Cmd, Objects, Opts, BROKEN_PIPE,
+    USAGE,
 };
 
 pub(crate) fn trace(args: &[OsString]) -> Result<i32, Error> {
+    catch_signals();
     let opts = parse_opts(args, Cmd::Trace)?;
     match (opts.pid, opts.command.is_empty()) {
         (Some(pid), true) => trace_process(pid, &opts),
@@ -57,17 +57,27 @@ fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), Error> {
     Ok(())
 }
 
+/// Attaches to the matching sites for one thread, one site at a time:
+/// `Some(signal)` when a signal stopped it.
 fn attach_all(
     sampler: &mut Sampler,
     objects: &Objects,
     globs: &[String],
     pid: u32,
-) -> Result<(), Error> {
+) -> Result<Option<i32>, Error> {
     for (path, sites) in objects {
-        let sites = sites.iter().filter(|s| matches(globs, s));
-        sampler.attach(path, sites, Target::Pid(pid))?;
+        for site in sites.iter().filter(|s| matches(globs, s)) {
+            if let Some(sig) = interrupted() {
+                return Ok(Some(sig));
+            }
+            match sampler.attach(path, [site], Target::Pid(pid)) {
+                // Ctrl-C reaches the paused command too.
+                Err(Error::NoProcess(_)) if interrupted().is_some() => return Ok(interrupted()),
+                other => other?,
+            }
+        }
     }
-    Ok(())
+    Ok(interrupted())
 }
 
 /// Attaches to a running process until it exits, Ctrl-C or the limit.
@@ -76,9 +86,10 @@ fn attach_all(
 /// of per-CPU events per thread the process has, and for threads it starts
 /// later as they appear.
 fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
-    let objects = process_objects(read_process(pid)?);
+    let objects = process_objects(pid)?;
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     check_strings(&objects, opts)?;
+    warn_next(opts.attach, &objects, &opts.operands);
     raise_fd_limit();
     let sigs = typed::signatures(
         objects
@@ -88,8 +99,9 @@ fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
     );
     let mut sampler = sampler(opts, &objects, &sigs).per_cpu(true);
     let mut threads = Threads::new(pid);
-    threads.attach_new(&mut sampler, &objects, &opts.operands)?;
-    catch_signals();
+    if let Some(sig) = threads.attach_new(&mut sampler, &objects, &opts.operands)? {
+        return Ok(128 + sig);
+    }
     eprintln!(
         "usdt: tracing {matched} sites of process {pid} ({} threads); Ctrl-C stops",
         threads.seen.len()
@@ -100,7 +112,10 @@ fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
         Ok(process_alive(pid))
     })?;
     report_lost(&sampler);
-    Ok(0)
+    if out.broken {
+        return Ok(BROKEN_PIPE);
+    }
+    Ok(interrupted().map_or(0, |sig| 128 + sig))
 }
 
 /// The threads of a traced process: a uprobe perf event samples only the
@@ -120,15 +135,16 @@ impl Threads {
         }
     }
 
-    /// Attaches to the threads not attached yet.
+    /// Attaches to the threads not attached yet; `Some(signal)` when a
+    /// signal stopped it.
     fn attach_new(
         &mut self,
         sampler: &mut Sampler,
         objects: &Objects,
         globs: &[String],
-    ) -> Result<(), Error> {
+    ) -> Result<Option<i32>, Error> {
         let Ok(tids) = process_threads(self.pid) else {
-            return Ok(()); // the process is gone: the caller notices
+            return Ok(None); // the process is gone: the caller notices
         };
         for tid in tids {
             if !self.seen.insert(tid) {
@@ -137,34 +153,21 @@ impl Threads {
             match attach_all(sampler, objects, globs, tid) {
                 // A thread that ended meanwhile.
                 Err(Error::NoProcess(_)) if tid != self.pid => continue,
+                Ok(Some(sig)) => return Ok(Some(sig)),
                 other => other?,
-            }
+            };
         }
-        Ok(())
-    }
-}
-
-/// Many threads times sites times CPUs is many descriptors: allow as many
-/// as the hard limit does.
-fn raise_fd_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit with a valid rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
+        Ok(None)
     }
 }
 
 /// Starts a command with the uprobes in place; returns its exit code.
 fn trace_command(opts: &Opts) -> Result<i32, Error> {
-    let (program, objects) = command_objects(&opts.command[0])?;
-    select(&objects, &opts.operands, &program.display().to_string())?;
-    check_strings(&objects, opts)?;
+    let command = command_objects(&opts.command[0])?;
+    let objects = &command.objects;
+    select(objects, &opts.operands, &command.name())?;
+    check_strings(objects, opts)?;
+    warn_next(opts.attach, objects, &opts.operands);
     raise_fd_limit();
     let sigs = typed::signatures(
         objects
@@ -172,32 +175,43 @@ fn trace_command(opts: &Opts) -> Result<i32, Error> {
             .map(|(p, _)| p.as_path())
             .filter(|_| !opts.raw),
     );
-    let mut sampler = sampler(opts, &objects, &sigs).per_cpu(true);
-    let mut child = PausedCommand::spawn(&program, &opts.command[1..])?;
-    if let Err(e) = attach_all(&mut sampler, &objects, &opts.operands, child.pid()) {
-        child.kill();
-        return Err(e);
+    let mut sampler = sampler(opts, objects, &sigs).per_cpu(true);
+    let mut child = command.spawn(&opts.command)?;
+    match attach_all(&mut sampler, objects, &opts.operands, child.pid()) {
+        Ok(None) => {}
+        Ok(Some(sig)) => {
+            drop(sampler);
+            child.kill();
+            return Ok(128 + sig);
+        }
+        Err(e) => {
+            drop(sampler);
+            child.kill();
+            return Err(e);
+        }
     }
-    catch_signals();
     child.start()?;
     let mut out = Output::new(opts, sigs);
     let mut status = None;
     let mut threads = Threads::new(child.pid());
     threads.seen.insert(child.pid());
-    follow(&mut sampler, &mut out, |sampler| {
+    let followed = follow(&mut sampler, &mut out, |sampler| {
         status = child.try_wait()?;
         if status.is_none() {
-            threads.attach_new(sampler, &objects, &opts.operands)?;
+            threads.attach_new(sampler, objects, &opts.operands)?;
         }
         Ok(status.is_none())
-    })?;
+    });
     report_lost(&sampler);
-    // After --limit: detach and let the command finish untraced.
+    // After --limit or a closed stdout: detach and let the command finish
+    // untraced.
     drop(sampler);
-    if status.is_none() && !INTERRUPTED.load(Ordering::Relaxed) {
-        status = Some(child.wait()?);
-    }
-    Ok(status.map_or(130, |s| s.shell_code()))
+    let code = finish_command(&mut child, status, followed)?;
+    Ok(if out.broken && interrupted().is_none() {
+        BROKEN_PIPE
+    } else {
+        code
+    })
 }
 
 /// Prints hits until the target is gone (then everything left in the
@@ -207,7 +221,7 @@ fn follow(
     out: &mut Output,
     mut running: impl FnMut(&mut Sampler) -> Result<bool, Error>,
 ) -> Result<(), Error> {
-    while !INTERRUPTED.load(Ordering::Relaxed) && !out.done() {
+    while interrupted().is_none() && !out.done() {
         if !running(sampler)? {
             sampler.drain(|hit| out.hit(&hit));
             break;
@@ -215,7 +229,7 @@ fn follow(
         sampler.poll(Duration::from_millis(50), |hit| out.hit(&hit))?;
         out.flush();
     }
-    if INTERRUPTED.load(Ordering::Relaxed) {
+    if interrupted().is_some() {
         sampler.drain(|hit| out.hit(&hit));
     }
     out.flush();
@@ -293,9 +307,9 @@ impl Output {
         line.push(b'/');
         push_uint(line, hit.tid.into(), 1);
         line.push(b' ');
-        line.extend_from_slice(hit.provider.as_bytes());
+        line.extend_from_slice(escape_name(&hit.provider).as_bytes());
         line.push(b':');
-        line.extend_from_slice(hit.name.as_bytes());
+        line.extend_from_slice(escape_name(&hit.name).as_bytes());
         if let Some(typed) = typed::text(&self.sigs, hit) {
             if !typed.is_empty() {
                 line.push(b' ');

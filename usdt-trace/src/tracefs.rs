@@ -15,10 +15,25 @@
 //! The event is removed again when its [`DynEvent`] is dropped (after the
 //! perf events using it are closed); events left behind by a `usdt` that was
 //! killed are removed by the next one.
+//!
+//! Each process's events form one group, `usdt_PID_RANDOM`, owned by a lock
+//! file `/run/usdt/events/GROUP.lock` that the process holds locked
+//! (`flock`) as long as it lives. A group is stale only when its lock file
+//! exists and nobody holds it: never judged by whether a pid is visible,
+//! which inside a PID namespace says nothing about another tracer's events.
+//!
+//! A path tracefs cannot take as written (whitespace, non-UTF-8) is given
+//! as `/proc/self/fd/N` of the file opened for the moment: the kernel
+//! resolves it to the file itself.
 
 use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Where the lock files of event groups are.
+pub(crate) const LOCK_DIR: &str = "/run/usdt/events";
 
 use crate::arg::{Arg, Operand, Reg64};
 
@@ -151,10 +166,11 @@ impl DynEvent {
     ) -> Option<DynEvent> {
         let root = root()?;
         remove_stale(&root);
-        let path = path.to_str().filter(|p| !p.contains(char::is_whitespace))?;
         let fetches = definition(args, strings, bytes, (addr, offset))?;
-        let group = format!("usdt_{}", std::process::id());
+        let group = group().to_string();
         let name = format!("e{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        // Held open until the definition is written.
+        let (path, _file) = tracefs_path(path)?;
         let place = match ref_ctr {
             Some(r) => format!("{path}:{offset:#x}({r:#x})"),
             None => format!("{path}:{offset:#x}"),
@@ -213,29 +229,117 @@ fn parse_field(line: &str) -> Option<(&str, Field)> {
     Some((name, Field { offset, size }))
 }
 
+/// The path as tracefs takes it (no whitespace, UTF-8), with the file
+/// opened for `/proc/self/fd/N` when the path itself will not do.
+fn tracefs_path(path: &Path) -> Option<(String, Option<std::fs::File>)> {
+    match path.to_str() {
+        Some(p) if !p.contains(|c: char| c.is_whitespace() || c.is_control()) => {
+            Some((p.to_string(), None))
+        }
+        _ => {
+            let file = std::fs::File::open(path).ok()?;
+            Some((format!("/proc/self/fd/{}", file.as_raw_fd()), Some(file)))
+        }
+    }
+}
+
+/// This process's event group, `usdt_PID_RANDOM`; its lock file is created
+/// and locked on first use and held until the process ends.
+fn group() -> &'static str {
+    static GROUP: OnceLock<(String, Option<OwnedFd>)> = OnceLock::new();
+    let (name, _lock) = GROUP.get_or_init(|| {
+        let name = format!("usdt_{}_{:016x}", std::process::id(), random());
+        let lock = lock_file(&name);
+        (name, lock)
+    });
+    name
+}
+
+/// 64 random bits (`getrandom`), or the time if that fails.
+fn random() -> u64 {
+    let mut buf = [0u8; 8];
+    // SAFETY: `buf` is 8 writable bytes.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n == 8 {
+        return u64::from_ne_bytes(buf);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+/// Creates and locks `LOCK_DIR/GROUP.lock` (`None` without the right to).
+fn lock_file(group: &str) -> Option<OwnedFd> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .create(LOCK_DIR)
+        .ok()?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(Path::new(LOCK_DIR).join(format!("{group}.lock")))
+        .ok()?;
+    // SAFETY: flock on an open descriptor.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return None;
+    }
+    Some(file.into())
+}
+
+/// Locks the lock file of `group` if nobody holds it: the group is stale.
+/// The lock is released when the returned file is dropped.
+fn take_stale(group: &str) -> Option<std::fs::File> {
+    let path = Path::new(LOCK_DIR).join(format!("{group}.lock"));
+    let file = std::fs::OpenOptions::new().write(true).open(path).ok()?;
+    // SAFETY: flock on an open descriptor.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    locked.then_some(file)
+}
+
 /// Removes the events of `usdt` processes that ended without removing
-/// theirs (killed), once per process.
+/// theirs (killed), and their lock files, once per process: only groups
+/// whose lock file exists and is not held. Their perf events were closed
+/// when their process ended, so removing them is safe.
 fn remove_stale(root: &Path) {
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {
-        let Ok(events) = std::fs::read_to_string(root.join("uprobe_events")) else {
-            return;
-        };
+        let own = group();
+        let events = std::fs::read_to_string(root.join("uprobe_events")).unwrap_or_default();
+        let mut groups: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         for line in events.lines() {
-            // `p:usdt_PID/eN /path:0x...`
+            // `p:usdt_PID_RANDOM/eN /path:0x...`
             let Some(event) = line.split(' ').next().and_then(|e| e.strip_prefix("p:")) else {
                 continue;
             };
-            let Some(pid) = event
-                .strip_prefix("usdt_")
-                .and_then(|rest| rest.split_once('/'))
-                .and_then(|(pid, _)| pid.parse::<u32>().ok())
-            else {
+            if let Some((group, _)) = event
+                .split_once('/')
+                .filter(|(g, _)| g.starts_with("usdt_"))
+            {
+                groups.entry(group.into()).or_default().push(event.into());
+            }
+        }
+        // Lock files without events (their process removed its events).
+        if let Ok(dir) = std::fs::read_dir(LOCK_DIR) {
+            for entry in dir.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(group) = name.strip_suffix(".lock") {
+                    groups.entry(group.into()).or_default();
+                }
+            }
+        }
+        for (group, events) in groups {
+            if group == own {
                 continue;
+            }
+            let Some(_lock) = take_stale(&group) else {
+                continue; // held (a live tracer), or no lock file: not ours to judge
             };
-            if !Path::new(&format!("/proc/{pid}")).exists() {
+            for event in events {
                 let _ = append(root, &format!("-:{event}\n"));
             }
+            let _ = std::fs::remove_file(Path::new(LOCK_DIR).join(format!("{group}.lock")));
         }
     });
 }

@@ -381,7 +381,9 @@ fn c_memory_operands(options: &[&str]) {
         );
         assert_eq!(rest.join(" "), want);
         // Let leaf return (its red zone was read).
-        // SAFETY: signalling the traced program, a child of our child.
+        assert!(pid > 0, "never kill(0): that is our process group");
+        // SAFETY: signalling the traced program, a child of our child, by
+        // a positive pid.
         unsafe { libc::kill(pid, libc::SIGUSR1) };
         let line = read_line(&mut out);
         let rest = line.splitn(3, ' ').nth(2).unwrap();

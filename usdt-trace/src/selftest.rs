@@ -1,0 +1,463 @@
+//! The fork self-test: does a child forked from a process whose site the
+//! kernel optimized survive its own first hit of that site?
+//!
+//! On Linux 6.18 it does not: the kernel rewrites the long nop into a `call`
+//! to `[uprobes-trampoline]`, and a child forked after that keeps the `call`
+//! but not the trampoline (DESIGN.md, "Fork"). Only a live test tells, so a
+//! tracer runs one before it lets [`AttachPoint::Auto`](crate::AttachPoint)
+//! take Location + 1:
+//!
+//! 1. fork a scratch child of the tracer, paused on a pipe;
+//! 2. attach a counting uprobe for that child at Location + 1 of a site of
+//!    the optimized layout in the tracer's own text (below);
+//! 3. the child hits the site until the kernel has rewritten it (a `call`),
+//!    forks, and the grandchild hits it once;
+//! 4. the child reports how its child ended in its exit code.
+//!
+//! It costs a fork, a uprobe and a few milliseconds, so the verdict is kept
+//! in [`FORK_TEST_CACHE`] keyed by boot id, kernel release and site layout: a tracer
+//! pays it once per boot (when it may write there, as root; otherwise once
+//! per process).
+
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::attach::{open_uprobe, Uprobe};
+use crate::{read_maps, KernelFeatures, OptimizedFork, SiteLayout, Target};
+
+/// Where verdicts are kept across processes, one line per boot, kernel and
+/// layout.
+pub const FORK_TEST_CACHE: &str = "/run/usdt/fork-test";
+
+/// The verdict of the fork self-test, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForkTest {
+    /// The layout tested (the one this kernel optimizes), if any.
+    pub layout: Option<SiteLayout>,
+    /// What the test found.
+    pub verdict: OptimizedFork,
+    /// Why, in words.
+    pub why: String,
+    /// Whether the verdict came from [`FORK_TEST_CACHE`] rather than a run now.
+    pub cached: bool,
+    /// How long the live test took (when it ran in this process).
+    pub took: Option<Duration>,
+}
+
+// Probe sites in this crate's own text, one per layout, each a function:
+// `call` it and it runs the nops and returns. 16-byte alignment keeps the
+// long nop inside one page (the kernel optimizes only such a one). No
+// stack use, so the trampoline's pushes below `rsp` overwrite nothing.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+std::arch::global_asm!(
+    ".pushsection .text.usdt_fork_selftest, \"ax\", @progbits",
+    ".globl usdt_trace_fork_selftest_nop5",
+    ".hidden usdt_trace_fork_selftest_nop5",
+    ".p2align 4",
+    "usdt_trace_fork_selftest_nop5:",
+    // nop; nop5, the bytes spelled out (the assembler may shorten nopl).
+    ".byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00",
+    "ret",
+    ".globl usdt_trace_fork_selftest_nop10",
+    ".hidden usdt_trace_fork_selftest_nop10",
+    ".p2align 4",
+    "usdt_trace_fork_selftest_nop10:",
+    // nop; nop10.
+    ".byte 0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00",
+    "ret",
+    ".popsection",
+);
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+extern "C" {
+    fn usdt_trace_fork_selftest_nop5();
+    fn usdt_trace_fork_selftest_nop10();
+}
+
+/// The kernel's features with the fork verdict filled in: what a tracer
+/// attaching with [`AttachPoint::Auto`](crate::AttachPoint) uses. Runs the
+/// self-test only where it matters (this kernel optimizes a layout), once
+/// per process, and reads or writes [`FORK_TEST_CACHE`].
+pub fn tracer_features() -> KernelFeatures {
+    KernelFeatures {
+        optimized_fork: fork_test().verdict,
+        ..KernelFeatures::detect()
+    }
+}
+
+/// The fork self-test's result for this kernel, computed once per process
+/// (from [`FORK_TEST_CACHE`] when it holds this boot's verdict).
+pub fn fork_test() -> &'static ForkTest {
+    static ONCE: OnceLock<ForkTest> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let Some(layout) = KernelFeatures::detect().optimized_layout() else {
+            return ForkTest {
+                layout: None,
+                verdict: OptimizedFork::Untested,
+                why: "this kernel optimizes no site layout, so there is nothing to test".into(),
+                cached: false,
+                took: None,
+            };
+        };
+        let key = cache_key(layout);
+        if let Some(found) = key.as_deref().and_then(read_cache) {
+            return found;
+        }
+        let started = Instant::now();
+        let (verdict, why) = run_live(layout);
+        let test = ForkTest {
+            layout: Some(layout),
+            verdict,
+            why,
+            cached: false,
+            took: Some(started.elapsed()),
+        };
+        if let (Some(key), false) = (key, verdict == OptimizedFork::Untested) {
+            write_cache(&key, &test);
+        }
+        test
+    })
+}
+
+/// `BOOT_ID RELEASE LAYOUT`, if the boot id and release can be read.
+fn cache_key(layout: SiteLayout) -> Option<String> {
+    let boot = read_small("/proc/sys/kernel/random/boot_id")?;
+    let release = read_small("/proc/sys/kernel/osrelease")?;
+    let word = |s: String| s.trim().replace(char::is_whitespace, "_");
+    Some(format!("{} {} {layout}", word(boot), word(release)))
+}
+
+/// The verdict for `key` from the cache file, if it has one.
+fn read_cache(key: &str) -> Option<ForkTest> {
+    let text = read_small(FORK_TEST_CACHE)?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    let mut rest = line[key.len()..].trim_start().splitn(2, ' ');
+    let verdict = match rest.next()? {
+        "survives" => OptimizedFork::ChildSurvives,
+        "dies" => OptimizedFork::ChildDies,
+        _ => return None,
+    };
+    Some(ForkTest {
+        layout: key.rsplit(' ').next().and_then(layout_named),
+        verdict,
+        why: rest.next().unwrap_or("").to_string(),
+        cached: true,
+        took: None,
+    })
+}
+
+fn layout_named(name: &str) -> Option<SiteLayout> {
+    [SiteLayout::NopNop5, SiteLayout::NopNop10]
+        .into_iter()
+        .find(|l| l.name() == name)
+}
+
+/// Replaces the cache with this boot's lines plus the new one (best effort:
+/// without the right to write there, the next tracer tests again).
+fn write_cache(key: &str, test: &ForkTest) {
+    let boot = key.split(' ').next().unwrap_or("");
+    let old = read_small(FORK_TEST_CACHE).unwrap_or_default();
+    let mut text: String = old
+        .lines()
+        .filter(|l| l.starts_with(boot) && !l.starts_with(key))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let verdict = match test.verdict {
+        OptimizedFork::ChildSurvives => "survives",
+        _ => "dies",
+    };
+    text.push_str(&format!(
+        "{key} {verdict} {}\n",
+        test.why.replace('\n', " ")
+    ));
+    let dir = std::path::Path::new(FORK_TEST_CACHE)
+        .parent()
+        .unwrap_or("/".as_ref());
+    let partial = format!("{FORK_TEST_CACHE}.{}", std::process::id());
+    let written = std::fs::DirBuilder::new()
+        .recursive(true)
+        .create(dir)
+        .and_then(|_| {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(&partial)?;
+            f.write_all(text.as_bytes())
+        })
+        .and_then(|_| std::fs::rename(&partial, FORK_TEST_CACHE));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+}
+
+/// Up to 4 KiB of a regular file owned by root or by this user.
+fn read_small(path: &str) -> Option<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let procfs = path.starts_with("/proc/");
+    if !procfs && (!meta.is_file() || (meta.uid() != 0 && meta.uid() != euid)) {
+        return None;
+    }
+    let mut buf = Vec::with_capacity(512);
+    file.take(4096).read_to_end(&mut buf).ok()?;
+    String::from_utf8(buf).ok()
+}
+
+/// Exit codes of the scratch child.
+const SURVIVED: i32 = 0;
+const NO_GO: i32 = 2;
+const NOT_OPTIMIZED: i32 = 3;
+const FORK_FAILED: i32 = 4;
+const WAIT_FAILED: i32 = 5;
+const GRANDCHILD_FAILED: i32 = 6;
+/// 16 + the signal that ended the grandchild.
+const KILLED_BASE: i32 = 16;
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn run_live(layout: SiteLayout) -> (OptimizedFork, String) {
+    let site: unsafe extern "C" fn() = match layout {
+        SiteLayout::NopNop5 => usdt_trace_fork_selftest_nop5,
+        SiteLayout::NopNop10 => usdt_trace_fork_selftest_nop10,
+        _ => return (OptimizedFork::Untested, "no site of this layout".into()),
+    };
+    let long_nop = site as usize as u64 + 1;
+    match live(site, long_nop) {
+        Ok(code) => interpret(code, layout),
+        Err(why) => (
+            OptimizedFork::Untested,
+            format!("the self-test could not run ({why}), so the child is assumed to die"),
+        ),
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+fn run_live(_layout: SiteLayout) -> (OptimizedFork, String) {
+    (
+        OptimizedFork::Untested,
+        "no self-test on this architecture".into(),
+    )
+}
+
+fn interpret(code: i32, layout: SiteLayout) -> (OptimizedFork, String) {
+    let what = format!("a child forked after the kernel optimized a {layout} site");
+    match code {
+        SURVIVED => (
+            OptimizedFork::ChildSurvives,
+            format!("{what} hit it and survived"),
+        ),
+        c if c > KILLED_BASE => {
+            let sig = c - KILLED_BASE;
+            (
+                OptimizedFork::ChildDies,
+                format!(
+                    "{what} was killed by signal {sig} ({}) at its first hit",
+                    signal_name(sig)
+                ),
+            )
+        }
+        NOT_OPTIMIZED => (
+            OptimizedFork::Untested,
+            format!("the kernel did not optimize the self-test's {layout} site"),
+        ),
+        c => (
+            OptimizedFork::Untested,
+            format!("the self-test ended unclear (scratch child exit {c})"),
+        ),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGALRM => "SIGALRM: it hung",
+        libc::SIGKILL => "SIGKILL",
+        _ => "a signal",
+    }
+}
+
+/// Forks the scratch child, attaches, lets it run; its exit code.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn live(site: unsafe extern "C" fn(), long_nop: u64) -> Result<i32, String> {
+    let (path, offset) = file_offset(long_nop)?;
+    let c_path = CString::new(path).map_err(|_| "a path with a NUL byte".to_string())?;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: pipe2 just returned these descriptors; we own them.
+    let (go_read, go_write) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the child calls only async-signal-safe functions and the
+    // site (see `scratch_child`), so forking a threaded process is fine.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: in the freshly forked child.
+        unsafe { scratch_child(go_read.as_raw_fd(), go_write.as_raw_fd(), site, long_nop) }
+    }
+    drop(go_read);
+    let features = KernelFeatures::detect();
+    let uprobe = Uprobe {
+        path: &c_path,
+        offset,
+        ref_ctr_offset: None,
+    };
+    let event = open_uprobe(&features, &uprobe, Target::Pid(pid as u32), -1, |_| {});
+    let code = match &event {
+        // SAFETY: one byte from a valid buffer to an open pipe.
+        Ok(_) => unsafe { libc::write(go_write.as_raw_fd(), b"g".as_ptr().cast(), 1) },
+        Err(_) => 0,
+    };
+    drop(go_write);
+    let status = wait_with_timeout(pid, Duration::from_secs(10));
+    // The child is gone: close the uprobe event now.
+    drop(event.map_err(|e| format!("attaching a uprobe: {e}"))?);
+    if code != 1 {
+        return Err("the scratch child could not be started".into());
+    }
+    let status = status.ok_or("the scratch child did not end within 10 s")?;
+    if libc::WIFEXITED(status) {
+        Ok(libc::WEXITSTATUS(status))
+    } else {
+        Err(format!(
+            "the scratch child itself ended by signal {}",
+            libc::WTERMSIG(status)
+        ))
+    }
+}
+
+/// Waits for our child `pid`; kills it after `timeout`. Its wait status,
+/// or `None` if it had to be killed.
+fn wait_with_timeout(pid: libc::pid_t, timeout: Duration) -> Option<i32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut status = 0;
+        // SAFETY: waiting for our own child with a valid status pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            return Some(status);
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return None;
+        }
+        if Instant::now() >= deadline {
+            if pid > 0 {
+                // SAFETY: signalling and reaping our own child (pid > 0:
+                // never a process group).
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+            }
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The file (as a path the kernel can resolve) and file offset of the
+/// instruction at `addr` in this process.
+fn file_offset(addr: u64) -> Result<(String, u64), String> {
+    let maps = read_maps(std::process::id()).map_err(|e| e.to_string())?;
+    let m = maps
+        .iter()
+        .find(|m| m.start <= addr && addr < m.end)
+        .ok_or("the self-test site is in no file mapping")?;
+    // The mapping itself, even if the file was replaced since (as cargo
+    // does with test binaries): root may open it through map_files.
+    let map_file = format!("/proc/self/map_files/{:x}-{:x}", m.start, m.end);
+    let path = match std::fs::metadata(&map_file) {
+        Ok(meta) if meta.ino() == m.inode => map_file,
+        _ => m.path.clone(),
+    };
+    Ok((path, addr - m.start + m.offset))
+}
+
+/// The scratch child: wait for the go byte, hit the site until the kernel
+/// has optimized it (a `call`, `e8`, where the long nop was), fork, let the
+/// grandchild hit it once, and exit with how the grandchild ended.
+///
+/// # Safety
+/// Only in a freshly forked child.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+unsafe fn scratch_child(go: i32, go_write: i32, site: unsafe extern "C" fn(), long_nop: u64) -> ! {
+    // SAFETY: only async-signal-safe calls, the site (which touches no
+    // memory) and a read of our own text.
+    unsafe {
+        libc::close(go_write); // so that the tracer's death is an EOF here
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        libc::alarm(10);
+        let mut byte = 0u8;
+        if libc::read(go, (&mut byte as *mut u8).cast(), 1) != 1 {
+            libc::_exit(NO_GO);
+        }
+        for _ in 0..8 {
+            site();
+        }
+        if std::ptr::read_volatile(long_nop as *const u8) != 0xe8 {
+            libc::_exit(NOT_OPTIMIZED);
+        }
+        let pid = libc::fork();
+        if pid < 0 {
+            libc::_exit(FORK_FAILED);
+        }
+        if pid == 0 {
+            // No core dump for the expected crash.
+            libc::prctl(libc::PR_SET_DUMPABLE, 0);
+            libc::alarm(5);
+            site();
+            libc::_exit(SURVIVED);
+        }
+        let mut status = 0;
+        while libc::waitpid(pid, &mut status, 0) < 0 {
+            if *libc::__errno_location() != libc::EINTR {
+                libc::_exit(WAIT_FAILED);
+            }
+        }
+        if libc::WIFSIGNALED(status) {
+            libc::_exit(KILLED_BASE + libc::WTERMSIG(status));
+        }
+        libc::_exit(match libc::WEXITSTATUS(status) {
+            0 => SURVIVED,
+            _ => GRANDCHILD_FAILED,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_in_words() {
+        let (v, why) = interpret(KILLED_BASE + libc::SIGSEGV, SiteLayout::NopNop5);
+        assert_eq!(v, OptimizedFork::ChildDies);
+        assert!(why.contains("signal 11 (SIGSEGV)"), "{why}");
+        assert_eq!(
+            interpret(0, SiteLayout::NopNop5).0,
+            OptimizedFork::ChildSurvives
+        );
+        assert_eq!(
+            interpret(NOT_OPTIMIZED, SiteLayout::NopNop5).0,
+            OptimizedFork::Untested
+        );
+        assert_eq!(
+            interpret(WAIT_FAILED, SiteLayout::NopNop5).0,
+            OptimizedFork::Untested
+        );
+    }
+}
