@@ -253,7 +253,8 @@ fn a_tracer_killed_during_attach_leaves_no_paused_command() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(paused.len(), 1, "the paused command");
-    std::thread::sleep(Duration::from_millis(500));
+    // Briefly: every event it leaves costs the next tracer time to remove.
+    std::thread::sleep(Duration::from_millis(150));
     signal(pid, libc::SIGKILL);
     wait_deadline(&mut tracer, 300);
     let deadline = Instant::now() + Duration::from_secs(60);
