@@ -362,7 +362,7 @@ fn print_table(
     let mut probes: BTreeMap<String, Vec<&Site>> = BTreeMap::new();
     for site in sites {
         probes
-            .entry(escape(&typed::probe_column(sigs, site)).into_owned())
+            .entry(typed::probe_column(sigs, site))
             .or_default()
             .push(site);
     }
@@ -758,7 +758,7 @@ fn watch(
 fn print_counts(counter: &Counter) -> Result<(), Error> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for (probe, n) in counter.probe_counts()? {
-        *counts.entry(escape(&probe).into_owned()).or_insert(0) += n;
+        *counts.entry(escape_name(&probe).into_owned()).or_insert(0) += n;
     }
     let mut out = std::io::stdout().lock();
     for (probe, n) in counts {

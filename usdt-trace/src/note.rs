@@ -192,7 +192,18 @@ pub const MAX_READ: u64 = 64 << 20;
 /// parts needed (headers, section names, the notes, a few bytes per site),
 /// each at most [`MAX_READ`] bytes: never the whole file.
 pub fn read_file_probes(path: impl AsRef<Path>) -> Result<ElfProbes, Error> {
-    let path = path.as_ref();
+    read_probes_from(&Bounded::open(path.as_ref())?)
+}
+
+impl Bounded {
+    /// Opens a regular file that starts with the ELF magic, for bounded
+    /// reads (see [`read_file_probes`]).
+    pub(crate) fn open(path: &Path) -> Result<Bounded, Error> {
+        open_bounded(path)
+    }
+}
+
+fn open_bounded(path: &Path) -> Result<Bounded, Error> {
     let io = |source| Error::Io {
         path: path.into(),
         source,
@@ -217,16 +228,15 @@ pub fn read_file_probes(path: impl AsRef<Path>) -> Result<ElfProbes, Error> {
     if file.read_exact(&mut magic).is_err() || magic != elf::ELFMAG {
         return Err(Error::NotElf);
     }
-    let bounded = Bounded {
+    Ok(Bounded {
         cache: ReadCache::new(file),
         budget: Cell::new(4 * MAX_READ),
-    };
-    read_probes_from(&bounded)
+    })
 }
 
 /// A file read on demand, each read at most [`MAX_READ`] bytes and all of
 /// them within a budget.
-struct Bounded {
+pub(crate) struct Bounded {
     cache: ReadCache<File>,
     budget: Cell<u64>,
 }

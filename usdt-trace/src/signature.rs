@@ -177,6 +177,10 @@ impl Signature {
 /// Reads every record of an ELF file's bytes (none when it has no
 /// `.usdt.signatures` section).
 pub fn read_signatures(data: &[u8]) -> Result<Vec<Signature>, Error> {
+    read_signatures_from(data)
+}
+
+fn read_signatures_from<'d, R: object::ReadRef<'d>>(data: R) -> Result<Vec<Signature>, Error> {
     let header = elf::FileHeader64::<Endianness>::parse(data)?;
     let endian = header.endian()?;
     let sections = header.sections(endian, data)?;
@@ -194,14 +198,11 @@ pub fn read_signatures(data: &[u8]) -> Result<Vec<Signature>, Error> {
     Ok(out)
 }
 
-/// Reads every record of the ELF file at `path`.
+/// Reads every record of the ELF file at `path`: only a regular ELF file,
+/// and only its headers and the records' section, by bounded reads (as
+/// [`read_file_probes`](crate::read_file_probes) reads the notes).
 pub fn read_file_signatures(path: impl AsRef<Path>) -> Result<Vec<Signature>, Error> {
-    let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
-        path: path.into(),
-        source,
-    })?;
-    read_signatures(&bytes)
+    read_signatures_from(&crate::note::Bounded::open(path.as_ref())?)
 }
 
 fn bad(reason: impl Into<String>) -> Error {

@@ -16,11 +16,17 @@ pub(crate) fn signatures<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Signa
 }
 
 /// `provider:name(id: u64, path: &str)` for a recorded probe, else
-/// `provider:name`.
+/// `provider:name`; everything from the binary escaped (names as names,
+/// the parameters, which have spaces, as text).
 pub(crate) fn probe_column(sigs: &Signatures, site: &Site) -> String {
+    let name = format!(
+        "{}:{}",
+        usdt_trace::escape_name(&site.provider),
+        usdt_trace::escape_name(&site.name)
+    );
     match sigs.of_site(site) {
-        Some(sig) => sig.display(),
-        None => site.probe(),
+        Some(sig) => name + &usdt_trace::escape(&sig.params_text()),
+        None => name,
     }
 }
 

@@ -34,13 +34,17 @@ impl ProbeCounter {
         let mut plan: Vec<(PathBuf, Vec<MultiSite>)> = vec![];
         for (path, sites) in files {
             let path = path.as_ref();
-            let multi = sites
+            let mut multi = sites
                 .iter()
                 .map(|s| {
                     let slot = names.binary_search(&s.probe()).unwrap_or(0) as u32;
                     MultiSite::at(s, point, &features, path, slot)
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            // Duplicate notes of one site: one uprobe per address, so that a
+            // hit counts once (as bpftrace and the perf engine count it).
+            let mut seen = std::collections::HashSet::new();
+            multi.retain(|m| seen.insert(m.offset));
             plan.push((path.into(), multi));
         }
         let mut counter = MultiCounter::new(names.len() as u32)?;
