@@ -165,19 +165,24 @@ fn trace_prints_names_and_typed_values() {
             continue;
         }
         // Without tracefs, memory is read from the process after the hit:
-        // the owned CString and Vec are freed by then, and the program may
-        // have exited before the `&CStr` in its read-only data is read.
+        // the owned CString and Vec are freed by then, and on a busy machine
+        // the program (which lingers 0.3 s) may be gone before its read-only
+        // data is read: then the value says so, with its address.
         assert_eq!(lines.len(), want.len(), "{lines:?}");
+        let read_or_gone = |got: &str, prefix: &str, value: &str| {
+            let rest = got.strip_prefix(prefix).unwrap_or_else(|| panic!("{got}"));
+            assert!(
+                rest.starts_with(value) || rest.starts_with("<unreadable 0x"),
+                "{got}"
+            );
+        };
         for (i, (got, want)) in lines.iter().zip(&want).enumerate() {
             match i {
-                2 => assert!(
-                    got.starts_with(&want[..want.find(" c=").unwrap()]),
-                    "{got}"
-                ),
-                4 => assert!(
-                    got.starts_with("kinds:bytes data=[01 02 ff] owned=["),
-                    "{got}"
-                ),
+                2 => {
+                    let c = want.find(" c=").unwrap() + " c=".len();
+                    read_or_gone(got, &want[..c], "\"c-string\" cs=");
+                }
+                4 => read_or_gone(got, "kinds:bytes data=", "[01 02 ff] owned="),
                 _ => assert_eq!(got, want, "--no-tracefs"),
             }
         }
