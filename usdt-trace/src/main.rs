@@ -1,7 +1,7 @@
 //! `usdt`: list the USDT probes of a binary or process, count their hits, and
 //! say what the kernel can do for them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -503,11 +503,12 @@ fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
     let Some(counter) = attach(engine, &objects, opts, Target::Pid(pid))? else {
         return Ok(interrupted().map_or(130, |sig| 128 + sig));
     };
+    let mut counter = Counting::new(counter, engine, opts, pid, &objects);
     // Only now is every site counting (the kernel raises semaphores a little
     // earlier, while it registers the uprobes).
     eprintln!("usdt: counting {matched} sites of process {pid}; Ctrl-C prints the counts");
     let end = opts.duration.map(|d| Instant::now() + d);
-    watch(&counter, opts.interval, || {
+    watch(&mut counter, opts.interval, || {
         Ok(process_alive(pid) && end.is_none_or(|end| Instant::now() < end))
     })?;
     Ok(interrupted().map_or(0, |sig| 128 + sig))
@@ -525,11 +526,13 @@ fn count_all(binary: &Path, opts: &Opts) -> Result<i32, Error> {
     let Some(counter) = attach(engine, &objects, opts, Target::AllProcesses)? else {
         return Ok(interrupted().map_or(130, |sig| 128 + sig));
     };
+    // Every process of the file is counted already: nothing to watch.
+    let mut counter = Counting::fixed(counter);
     eprintln!(
         "usdt: counting {matched} sites in every process of {name}; Ctrl-C prints the counts"
     );
     let end = opts.duration.map(|d| Instant::now() + d);
-    watch(&counter, opts.interval, || {
+    watch(&mut counter, opts.interval, || {
         Ok(end.is_none_or(|end| Instant::now() < end))
     })?;
     Ok(interrupted().map_or(0, |sig| 128 + sig))
@@ -553,9 +556,10 @@ fn count_command(opts: &Opts) -> Result<i32, Error> {
             return Err(e);
         }
     };
+    let mut counter = Counting::new(counter, engine, opts, child.pid(), &command.objects);
     child.start()?;
     let mut status = None;
-    let watched = watch(&counter, opts.interval, || {
+    let watched = watch(&mut counter, opts.interval, || {
         status = child.try_wait()?;
         Ok(status.is_none())
     });
@@ -733,15 +737,139 @@ pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<
     )))
 }
 
+/// The counters of one `count` run: those attached at the start, and one
+/// more for each object with matching probes that the process maps later
+/// (a library it loads with `dlopen`), found by watching its mappings.
+struct Counting {
+    parts: Vec<Counter>,
+    /// What to watch: the process, and how to attach.
+    watched: Option<Watched>,
+}
+
+struct Watched {
+    pid: u32,
+    engine: Engine,
+    point: AttachPoint,
+    globs: Vec<String>,
+    /// The inodes of the files already looked at.
+    seen: BTreeSet<u64>,
+    next_poll: Instant,
+}
+
+/// How often a counted process's mappings are read for new objects.
+const MAPS_POLL: Duration = Duration::from_millis(100);
+
+impl Counting {
+    /// Counts `pid` with `counter`, watching for objects beyond `objects`.
+    fn new(counter: Counter, engine: Engine, opts: &Opts, pid: u32, objects: &Objects) -> Counting {
+        use std::os::unix::fs::MetadataExt;
+        let seen = objects
+            .iter()
+            .filter_map(|(path, _)| std::fs::metadata(path).ok())
+            .map(|m| m.ino())
+            .collect();
+        Counting {
+            parts: vec![counter],
+            watched: Some(Watched {
+                pid,
+                engine,
+                point: opts.attach,
+                globs: opts.operands.clone(),
+                seen,
+                next_poll: Instant::now(),
+            }),
+        }
+    }
+
+    /// Counts with `counter` alone.
+    fn fixed(counter: Counter) -> Counting {
+        Counting {
+            parts: vec![counter],
+            watched: None,
+        }
+    }
+
+    /// Attaches to the objects with matching probes that the process has
+    /// mapped since the last look, saying so in one line each.
+    fn poll(&mut self) {
+        let Some(w) = &mut self.watched else {
+            return;
+        };
+        if Instant::now() < w.next_poll {
+            return;
+        }
+        w.next_poll = Instant::now() + MAPS_POLL;
+        let Ok(maps) = usdt_trace::read_maps(w.pid) else {
+            return; // gone: the caller notices
+        };
+        for m in maps {
+            if m.inode == 0 || !m.path.starts_with('/') || !w.seen.insert(m.inode) {
+                continue;
+            }
+            let open_path = PathBuf::from(format!("/proc/{}/root{}", w.pid, m.path));
+            let shown = escape(&m.path).into_owned();
+            let probes = match read_file_probes(&open_path) {
+                Ok(p) => p,
+                Err(Error::NotElf) => continue,
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::InvalidInput =>
+                {
+                    continue
+                }
+                Err(e) => {
+                    not_attached(Path::new(&m.path), &e);
+                    continue;
+                }
+            };
+            warn_skipped(Path::new(&m.path), &probes);
+            let sites: Vec<&Site> = probes
+                .sites
+                .iter()
+                .filter(|s| matches(&w.globs, s))
+                .collect();
+            if sites.is_empty() {
+                continue;
+            }
+            let files = [(open_path, sites)];
+            match Counter::attach(w.engine, &files, w.point, Target::Pid(w.pid), &|| {
+                interrupted()
+            }) {
+                Ok(Some(counter)) => {
+                    eprintln!(
+                        "usdt: {shown} was mapped after the start: counting its {} sites",
+                        files[0].1.len()
+                    );
+                    self.parts.push(counter);
+                }
+                Ok(None) => return,
+                Err(e) => not_attached(Path::new(&m.path), &e),
+            }
+        }
+    }
+
+    /// Hits per probe over every part.
+    fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+        let mut counts = BTreeMap::new();
+        for part in &self.parts {
+            for (probe, n) in part.probe_counts()? {
+                *counts.entry(probe).or_insert(0) += n;
+            }
+        }
+        Ok(counts)
+    }
+}
+
 /// Prints counts every `interval` and once more when `running` says the
-/// target is gone or on a signal.
+/// target is gone or on a signal; meanwhile attaches to objects the process
+/// maps later.
 fn watch(
-    counter: &Counter,
+    counter: &mut Counting,
     interval: Option<Duration>,
     mut running: impl FnMut() -> Result<bool, Error>,
 ) -> Result<(), Error> {
     let mut next = interval.map(|i| Instant::now() + i);
     while interrupted().is_none() && running()? {
+        counter.poll();
         std::thread::sleep(Duration::from_millis(20));
         if let (Some(at), Some(i)) = (next, interval) {
             if Instant::now() >= at {
@@ -755,7 +883,7 @@ fn watch(
 }
 
 /// `provider:name count` per probe, names escaped.
-fn print_counts(counter: &Counter) -> Result<(), Error> {
+fn print_counts(counter: &Counting) -> Result<(), Error> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for (probe, n) in counter.probe_counts()? {
         *counts.entry(escape_name(&probe).into_owned()).or_insert(0) += n;
