@@ -1,5 +1,7 @@
 //! `usdt trace` (usdt-trace's command, perf_event_open, no BPF) shows the
-//! example's events with their strings. Needs root.
+//! example's events by name, strings and all, without flags: the layer's
+//! probes are declared with `#[usdt::provider]`, whose records say what each
+//! argument is. Needs root.
 
 mod common;
 
@@ -12,8 +14,6 @@ fn usdt_trace_shows_events() {
     let out = common::run_ok(
         common::limited(common::usdt())
             .arg("trace")
-            .args(["--str", "tracing:event:2", "--str", "tracing:event:3"])
-            .args(["--str", "tracing:event:4", "--str", "tracing:span_*:1"])
             .args(["tracing:event", "tracing:span_enter", "--"])
             .arg(common::demo())
             .arg("1"),
@@ -24,11 +24,11 @@ fn usdt_trace_shows_events() {
         .filter_map(|l| l.split_once(" tracing:").map(|(_, hit)| hit))
         .collect();
     let want = [
-        r#"span_enter arg0=1 arg1="request""#,
-        r#"span_enter arg0=2 arg1="query""#,
-        r#"event arg0=4 arg1=2 arg2="tracing_demo" arg3="query done" arg4="rows=3""#,
-        r#"event arg0=3 arg1=1 arg2="tracing_demo" arg3="request 0 done" arg4="bytes=42 ok=true path=\"/a b\" note=n0""#,
-        r#"event arg0=2 arg1=0 arg2="tracing_demo" arg3="finished" arg4="quote=\"say \\\"hi\\\"\" eq=\"a=b\"""#,
+        r#"span_enter id=1 name="request""#,
+        r#"span_enter id=2 name="query""#,
+        r#"event level=4 span=2 target="tracing_demo" message="query done" fields="rows=3""#,
+        r#"event level=3 span=1 target="tracing_demo" message="request 0 done" fields="bytes=42 ok=true path=\"/a b\" note=n0""#,
+        r#"event level=2 span=0 target="tracing_demo" message="finished" fields="quote=\"say \\\"hi\\\"\" eq=\"a=b\"""#,
     ];
     assert_eq!(hits, want, "usdt trace printed:\n{out}");
     assert!(out.lines().any(|l| l == "displayed 1"), "{out}");
