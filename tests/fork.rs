@@ -233,6 +233,9 @@ fn fork_with_an_inheriting_tracer_fails_with_efault() {
 /// self-test finds that the child dies (this kernel), `Auto` is the nop.
 #[test]
 fn fork_traced_with_the_default_attach_point_keeps_the_child_alive() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
     let run = run(false, false, AttachPoint::Auto);
     run.check_parent();
     if fork_test().verdict != OptimizedFork::ChildSurvives {
