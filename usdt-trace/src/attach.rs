@@ -86,17 +86,6 @@ pub fn attach_delta(
     }
 }
 
-/// Where `Auto` attaches on this kernel, in words (for listings).
-pub fn auto_attach_words(layout: SiteLayout, features: &KernelFeatures) -> &'static str {
-    if features.attach_after_nop(layout) {
-        "+1 (optimized)"
-    } else if features.optimizes(layout) {
-        "nop (fork-safe)"
-    } else {
-        "nop"
-    }
-}
-
 /// The features a tracer attaching at `point` uses: the fork verdict is
 /// needed (and the self-test run) only for [`AttachPoint::Auto`].
 pub(crate) fn features_for(point: AttachPoint) -> KernelFeatures {
@@ -610,7 +599,6 @@ mod tests {
             };
             assert_eq!(attach_delta(&site(NopNop5), Auto, &k).ok(), Some(0));
             assert_eq!(attach_delta(&site(NopNop5), Next, &k).ok(), Some(1));
-            assert_eq!(auto_attach_words(NopNop5, &k), "nop (fork-safe)");
         }
     }
 

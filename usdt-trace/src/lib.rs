@@ -4,8 +4,9 @@
 //! argument decoded (no BPF).
 //!
 //! This crate is for tracers, tests and operators; applications with probes
-//! depend on `usdt` only. Its binary, `usdt`, has `features`, `list`,
-//! `count` and `trace` commands built on this API.
+//! depend on `usdt` only. The `usdt` command (package usdt-cli) has
+//! `features`, `list`, `count`, `trace` and `bpftrace` commands built on
+//! this API.
 //!
 //! - Reading: [`read_file`] and [`read_sites`] give one [`Site`] per note, with
 //!   the Base adjustment applied, file offsets, parsed [`Arg`]uments and the
@@ -72,14 +73,12 @@ mod tracefs;
 pub use arg::{
     parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
 };
-pub use attach::{
-    attach_delta, auto_attach_words, online_cpus, AttachPoint, AttachedSite, Target, Tracer,
-};
+pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, Target, Tracer};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
 pub use error::Error;
 pub use escape::{escape, escape_name};
-pub use glob::{closest, glob_match};
+pub use glob::glob_match;
 pub use note::{
     layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,
     SkippedNote, MAX_NAME, MAX_READ, NT_STAPSDT, SITE_BYTES,
@@ -95,6 +94,6 @@ pub use sample::{
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
 pub use signature::{
     parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
-    TypedArgs, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
+    TypedArgs, TypedValue, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
 pub use usdt_runtime::{KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

@@ -2,6 +2,7 @@
 //! optimized path's trampoline, semaphores and lazy closures. Needs root (CI
 //! runs as root).
 
+#[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

@@ -3,6 +3,7 @@
 //! the message without privilege. Needs root and Linux 6.6 or later (CI runs
 //! as root on 6.18).
 
+#[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

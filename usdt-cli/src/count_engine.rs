@@ -13,16 +13,16 @@ use usdt_trace::{AttachPoint, Error, Site, Target, Tracer};
 pub(crate) const ENGINE_ENV: &str = "USDT_COUNT_ENGINE";
 
 /// Which engine counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Engine {
     /// BPF where the kernel has uprobe_multi links, else perf (with a
-    /// notice).
+    /// notice)
     #[default]
     Auto,
-    /// BPF uprobe_multi links, or an error.
+    /// BPF uprobe_multi links, or an error
     Bpf,
     /// One perf event per site (per CPU for every process): counts only the
-    /// thread whose id is the process id.
+    /// thread whose id is the process id
     Perf,
 }
 
