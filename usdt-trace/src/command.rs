@@ -63,28 +63,6 @@ pub fn resolve_program(name: &Path) -> Result<PathBuf, Error> {
         .ok_or_else(|| Error::Invalid(format!("command {} was not found in PATH", name.display())))
 }
 
-/// The shared libraries the dynamic loader would load for `program`, as
-/// `ldd` reports them (empty if `ldd` is missing or fails, such as for a
-/// static executable). Libraries opened later with `dlopen` are not known.
-pub fn shared_libraries(program: &Path) -> Vec<PathBuf> {
-    let Ok(out) = std::process::Command::new("ldd")
-        .arg(program)
-        .stderr(std::process::Stdio::null())
-        .output()
-    else {
-        return vec![];
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .filter_map(|line| {
-            // `libc.so.6 => /lib/.../libc.so.6 (0x...)` or `/abs/lib.so (0x...)`.
-            let rest = line.split_once("=> ").map_or(line, |(_, r)| r);
-            let path = rest.split(" (").next()?.trim();
-            path.starts_with('/').then(|| PathBuf::from(path))
-        })
-        .collect()
-}
-
 impl PausedCommand {
     /// Forks a child that will execute `program` with `args` (not including
     /// argv\[0\], which is `program`) once [`PausedCommand::start`] is called.

@@ -61,6 +61,7 @@ mod command;
 mod error;
 mod escape;
 mod glob;
+mod ldso;
 mod note;
 mod process;
 mod record;
@@ -75,10 +76,11 @@ pub use arg::{
 };
 pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, Target, Tracer};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
-pub use command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
+pub use command::{resolve_program, ExitStatus, PausedCommand};
 pub use error::Error;
 pub use escape::{escape, escape_name};
 pub use glob::glob_match;
+pub use ldso::shared_libraries;
 pub use note::{
     layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,
     SkippedNote, MAX_NAME, MAX_READ, NT_STAPSDT, SITE_BYTES,

@@ -192,41 +192,47 @@ pub const MAX_READ: u64 = 64 << 20;
 /// parts needed (headers, section names, the notes, a few bytes per site),
 /// each at most [`MAX_READ`] bytes: never the whole file.
 pub fn read_file_probes(path: impl AsRef<Path>) -> Result<ElfProbes, Error> {
-    let path = path.as_ref();
-    let io = |source| Error::Io {
-        path: path.into(),
-        source,
-    };
-    let not_regular = || Error::Io {
-        path: path.into(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
-    };
-    if !std::fs::metadata(path).map_err(io)?.is_file() {
-        return Err(not_regular());
+    read_probes_from(&Bounded::open(path.as_ref())?)
+}
+
+impl Bounded {
+    /// Opens a regular file that starts with the ELF magic, for reads on
+    /// demand within [`MAX_READ`] (see [`read_file_probes`]).
+    pub(crate) fn open(path: &Path) -> Result<Bounded, Error> {
+        let io = |source| Error::Io {
+            path: path.into(),
+            source,
+        };
+        let not_regular = || Error::Io {
+            path: path.into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+        };
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            return Err(not_regular());
+        }
+        // O_NONBLOCK: should it have become a FIFO since, opening must not wait.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(io)?;
+        if !file.metadata().map_err(io)?.is_file() {
+            return Err(not_regular());
+        }
+        let mut magic = [0u8; 4];
+        if file.read_exact(&mut magic).is_err() || magic != elf::ELFMAG {
+            return Err(Error::NotElf);
+        }
+        Ok(Bounded {
+            cache: ReadCache::new(file),
+            budget: Cell::new(4 * MAX_READ),
+        })
     }
-    // O_NONBLOCK: should it have become a FIFO since, opening must not wait.
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(io)?;
-    if !file.metadata().map_err(io)?.is_file() {
-        return Err(not_regular());
-    }
-    let mut magic = [0u8; 4];
-    if file.read_exact(&mut magic).is_err() || magic != elf::ELFMAG {
-        return Err(Error::NotElf);
-    }
-    let bounded = Bounded {
-        cache: ReadCache::new(file),
-        budget: Cell::new(4 * MAX_READ),
-    };
-    read_probes_from(&bounded)
 }
 
 /// A file read on demand, each read at most [`MAX_READ`] bytes and all of
 /// them within a budget.
-struct Bounded {
+pub(crate) struct Bounded {
     cache: ReadCache<File>,
     budget: Cell<u64>,
 }
@@ -398,7 +404,7 @@ fn resolve_symbols<'d, R: ReadRef<'d>>(
 }
 
 /// Checks the identification bytes first, for precise errors.
-fn parse_header<'d, R: ReadRef<'d>>(data: R) -> Result<&'d Header, Error> {
+pub(crate) fn parse_header<'d, R: ReadRef<'d>>(data: R) -> Result<&'d Header, Error> {
     let data_ident = data.read_bytes_at(0, 16).map_err(|_| Error::NotElf)?;
     if data_ident[..4] != elf::ELFMAG {
         return Err(Error::NotElf);

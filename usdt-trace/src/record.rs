@@ -5,8 +5,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
+use crate::command::{resolve_program, ExitStatus, PausedCommand};
 use crate::glob::glob_match;
+use crate::ldso::shared_libraries;
 use crate::note::read_file_probes;
 use crate::process::process_threads;
 use crate::sample::{Hit, Sampler, Value};
