@@ -36,9 +36,10 @@ fn rust_probes_at(point: AttachPoint) -> bool {
     let sites = read_file_probes(&exe).unwrap().sites;
     assert!(sites.iter().all(|s| s.layout == SiteLayout::NopNop5));
     // The kernel optimizes only a nop5 within one page: where the linker put
-    // a site decides (4 offsets in 4096), and a site across a page is
+    // a site decides (4 offsets in a page), and a site across a page is
     // emulated, counted just as exactly. The trampoline needs one that is not.
-    let within_page = |s: &Site| (s.location + 1) / 4096 == (s.location + 5) / 4096;
+    let page = usdt_trace::page_size();
+    let within_page = |s: &Site| (s.location + 1) / page == (s.location + 5) / page;
     assert!(
         sites.iter().any(within_page),
         "every site's nop5 crosses a page: {sites:#?}"

@@ -14,7 +14,9 @@ mod arg;
 mod features;
 pub mod kind;
 pub use features::*;
+pub mod site;
 mod strbuf;
 
 pub use arg::ProbeArg;
+pub use site::{page_size, MAX_ARGS};
 pub use strbuf::{StrArg, StrBuf, STR_MAX};

@@ -23,8 +23,9 @@ use crate::Error;
 /// well under 200 bytes).
 pub const MAX_ARGS_TEXT: usize = 4096;
 
-/// The most arguments one site may describe.
-pub const MAX_ARGS: usize = 32;
+/// The most arguments one site may describe (usdt-runtime's, shared with
+/// the macros).
+pub use usdt_runtime::MAX_ARGS;
 
 /// The instruction set a note was written for: it decides the register names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -882,8 +883,8 @@ mod tests {
     #[test]
     fn whole_strings_too_long_or_too_many_are_errors() {
         assert!(parse_args(&"8@%rax ".repeat(1000), Machine::X86_64).is_err());
-        assert!(parse_args(&"8@%rax ".repeat(40), Machine::X86_64).is_err());
-        assert!(parse_args(&"8@%rax ".repeat(32), Machine::X86_64).is_ok());
+        assert!(parse_args(&"8@%rax ".repeat(MAX_ARGS + 1), Machine::X86_64).is_err());
+        assert!(parse_args(&"8@%rax ".repeat(MAX_ARGS), Machine::X86_64).is_ok());
     }
 
     #[test]

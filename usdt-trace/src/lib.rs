@@ -98,4 +98,5 @@ pub use signature::{
     parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
     TypedArgs, TypedValue, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
-pub use usdt_runtime::{KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};
+pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
+pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

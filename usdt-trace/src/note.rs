@@ -35,14 +35,15 @@ pub const NT_STAPSDT: u32 = 3;
 /// The longest provider or probe name accepted.
 pub const MAX_NAME: usize = 255;
 
-/// How many bytes at Location [`Site::bytes`] holds at most.
-pub const SITE_BYTES: usize = 11;
+/// How many bytes at Location [`Site::bytes`] holds at most: the longest
+/// site (usdt-runtime's `site` module defines the bytes of each layout).
+pub use usdt_runtime::site::SITE_BYTES;
+use usdt_runtime::site::{AARCH64_NOP, NOP, NOP5};
 
-const NOP_NOP5: [u8; 6] = [0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00];
-const NOP_NOP10: [u8; 11] = [
-    0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00,
-];
-const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
+/// The bytes a site of `layout` starts with.
+fn x86_64_bytes(layout: SiteLayout) -> &'static [u8] {
+    layout.x86_64_bytes().unwrap_or(&[])
+}
 
 /// Classifies the bytes found at a site's Location.
 ///
@@ -55,10 +56,14 @@ const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
 /// ```
 pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
     match machine {
-        Machine::X86_64 if bytes.starts_with(&NOP_NOP10) => SiteLayout::NopNop10,
-        Machine::X86_64 if bytes.starts_with(&NOP_NOP5) => SiteLayout::NopNop5,
-        Machine::X86_64 if bytes.first() == Some(&0x90) => SiteLayout::Nop,
-        Machine::X86_64 if bytes.starts_with(&NOP_NOP5[1..]) => SiteLayout::Nop5,
+        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop10)) => {
+            SiteLayout::NopNop10
+        }
+        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop5)) => {
+            SiteLayout::NopNop5
+        }
+        Machine::X86_64 if bytes.starts_with(&NOP) => SiteLayout::Nop,
+        Machine::X86_64 if bytes.starts_with(&NOP5) => SiteLayout::Nop5,
         Machine::Aarch64 if bytes.starts_with(&AARCH64_NOP) => SiteLayout::Nop,
         _ => SiteLayout::Other,
     }

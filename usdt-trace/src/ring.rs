@@ -46,13 +46,7 @@ pub(crate) struct Ring {
 unsafe impl Send for Ring {}
 
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 {
-        n as usize
-    } else {
-        4096
-    }
+    usdt_runtime::page_size() as usize
 }
 
 impl Ring {

@@ -418,12 +418,12 @@ impl Context<'_> {
 fn read_process_memory(pid: u32, addr: u64, buf: &mut [u8]) -> usize {
     // Split the remote range at page boundaries: the call stops at the
     // first unreadable page and returns what it read before it.
-    const PAGE: u64 = 4096;
+    let page = usdt_runtime::page_size();
     let mut remote = vec![];
     let mut at = addr;
     let end = addr.saturating_add(buf.len() as u64);
     while at < end {
-        let next = ((at / PAGE) + 1).saturating_mul(PAGE).min(end);
+        let next = ((at / page) + 1).saturating_mul(page).min(end);
         remote.push(libc::iovec {
             iov_base: at as *mut libc::c_void,
             iov_len: (next - at) as usize,
