@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use usdt_trace::bpf::{uprobe_multi_support, ProbeCounter, UprobeMulti};
-use usdt_trace::{AttachPoint, Error, Site, Target, Tracer};
+use usdt_trace::{AttachPoint, Error, PerfCounter, Site, Target};
 
 /// The environment variable that chooses the engine when `--engine` is not
 /// given.
@@ -86,7 +86,7 @@ pub(crate) enum Counter {
     /// One uprobe_multi link per file.
     Bpf(ProbeCounter),
     /// One perf event per site.
-    Perf(Tracer),
+    Perf(PerfCounter),
 }
 
 impl Counter {
@@ -109,7 +109,7 @@ impl Counter {
             let counter = ProbeCounter::attach(files, point, target)?;
             return Ok(interrupted().is_none().then_some(Counter::Bpf(counter)));
         }
-        let mut tracer = Tracer::new(point).enable_later(true);
+        let mut tracer = PerfCounter::new(point).enable_later(true);
         for (path, sites) in files {
             for site in sites {
                 if interrupted().is_some() {

@@ -1,5 +1,6 @@
-//! `usdt`: list the USDT probes of a binary or process, count their hits, and
-//! say what the kernel can do for them.
+//! `usdt`: list the USDT probes of a binary or process, count their hits,
+//! trace them with their arguments, write a bpftrace program that prints
+//! them, and say what the kernel can do for them.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -3,7 +3,7 @@
 //!
 //! One perf event per site (per CPU when tracing every process), with the
 //! semaphore's file offset in `ref_ctr_offset` so that the kernel raises the
-//! semaphore while attached. Dropping a [`Tracer`] closes the events: the
+//! semaphore while attached. Dropping a [`PerfCounter`] closes the events: the
 //! kernel removes the uprobes and lowers the semaphores back.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -19,9 +19,9 @@ use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 /// Where on a site the uprobe goes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttachPoint {
-    /// Follow the table in DESIGN.md: Location + 1 when this kernel optimizes
-    /// the site's long nop and a child forked after an optimized hit
-    /// survives (the fork self-test, [`fork_test`](crate::fork_test));
+    /// Follow the table in the README's "The probe site": Location + 1 when
+    /// this kernel optimizes the site's long nop and a child forked after an
+    /// optimized hit survives (the fork self-test, [`fork_test`](crate::fork_test));
     /// otherwise Location.
     #[default]
     Auto,
@@ -50,7 +50,7 @@ impl std::str::FromStr for AttachPoint {
 /// Whose hits a uprobe counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
-    /// One process (and, with [`Tracer::inherit`], the children it starts
+    /// One process (and, with [`PerfCounter::inherit`], the children it starts
     /// after attaching).
     Pid(u32),
     /// Every process that runs the file, one event per CPU.
@@ -98,7 +98,7 @@ pub(crate) fn features_for(point: AttachPoint) -> KernelFeatures {
 /// A site with its uprobe(s) attached.
 #[derive(Debug)]
 pub struct AttachedSite {
-    /// The file the site is in, as given to [`Tracer::attach`].
+    /// The file the site is in, as given to [`PerfCounter::attach`].
     pub path: PathBuf,
     /// The site.
     pub site: Site,
@@ -125,11 +125,11 @@ impl AttachedSite {
 /// A set of attached uprobes; dropping it detaches them all.
 ///
 /// The events of one target (and CPU) form one perf group, created
-/// disabled: with [`Tracer::enable_later`] they all start counting at the
-/// same moment, at [`Tracer::enable`]. A site whose uprobe address is
+/// disabled: with [`PerfCounter::enable_later`] they all start counting at the
+/// same moment, at [`PerfCounter::enable`]. A site whose uprobe address is
 /// attached already (two notes at one address) is attached once.
 #[derive(Debug)]
-pub struct Tracer {
+pub struct PerfCounter {
     point: AttachPoint,
     features: KernelFeatures,
     inherit: bool,
@@ -140,10 +140,10 @@ pub struct Tracer {
     sites: Vec<AttachedSite>,
 }
 
-impl Tracer {
+impl PerfCounter {
     /// A tracer that attaches at `point`, using this kernel's features.
-    pub fn new(point: AttachPoint) -> Tracer {
-        Tracer {
+    pub fn new(point: AttachPoint) -> PerfCounter {
+        PerfCounter {
             point,
             features: features_for(point),
             inherit: false,
@@ -154,10 +154,10 @@ impl Tracer {
         }
     }
 
-    /// Leave the events disabled when attaching, until [`Tracer::enable`]
+    /// Leave the events disabled when attaching, until [`PerfCounter::enable`]
     /// starts them all at once (so that counts of probes fired together
     /// agree).
-    pub fn enable_later(mut self, later: bool) -> Tracer {
+    pub fn enable_later(mut self, later: bool) -> PerfCounter {
         self.enable_later = later;
         self
     }
@@ -179,7 +179,7 @@ impl Tracer {
     /// sets each inherited event up again, reading the uprobe's path through
     /// a pointer into the tracer, from the new task). Use it only for
     /// programs that start neither.
-    pub fn inherit(mut self, inherit: bool) -> Tracer {
+    pub fn inherit(mut self, inherit: bool) -> PerfCounter {
         self.inherit = inherit;
         self
     }

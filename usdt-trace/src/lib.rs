@@ -13,7 +13,7 @@
 //!   [`SiteLayout`] found at Location; [`read_process`] does it for every ELF
 //!   object a process maps, with its load bias. Malformed input is an
 //!   [`Error`], never a panic.
-//! - Attaching: a [`Tracer`] opens one uprobe perf event per site (per CPU for
+//! - Attaching: a [`PerfCounter`] opens one uprobe perf event per site (per CPU for
 //!   [`Target::AllProcesses`]) at the [`AttachPoint`] chosen from
 //!   [`KernelFeatures`] and the fork self-test ([`fork_test`]), with the semaphore's file offset as `ref_ctr_offset`;
 //!   dropping it detaches and the kernel lowers the semaphores again.
@@ -35,14 +35,14 @@
 //!   arguments").
 //!
 //! ```no_run
-//! use usdt_trace::{read_file, AttachPoint, Target, Tracer};
+//! use usdt_trace::{read_file, AttachPoint, Target, PerfCounter};
 //!
 //! let exe = "/usr/local/bin/server";
 //! let sites = read_file(exe)?;
 //! for site in &sites {
 //!     println!("{}:{} at {:#x} ({})", site.provider, site.name, site.location, site.layout);
 //! }
-//! let mut tracer = Tracer::new(AttachPoint::Auto);
+//! let mut tracer = PerfCounter::new(AttachPoint::Auto);
 //! tracer.attach(exe, sites.iter().filter(|s| s.provider == "http"), Target::Pid(4242))?;
 //! std::thread::sleep(std::time::Duration::from_secs(1));
 //! for (probe, hits) in tracer.probe_counts()? {
@@ -50,8 +50,7 @@
 //! }
 //! # Ok::<(), usdt_trace::Error>(())
 //! ```
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
 
 mod arg;
 mod attach;
@@ -74,7 +73,7 @@ mod tracefs;
 pub use arg::{
     parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
 };
-pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, Target, Tracer};
+pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, PerfCounter, Target};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use command::{resolve_program, ExitStatus, PausedCommand};
 pub use error::Error;

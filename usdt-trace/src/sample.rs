@@ -1049,8 +1049,8 @@ impl Sampler {
     /// has exited). Returns how many hits were passed on.
     pub fn drain(&mut self, each: impl FnMut(Hit)) -> usize {
         let n = self.collect(true, each);
-        // Every hit counts, sampled or not.
-        // their task exits.
+        // Every hit counts, sampled or not: what the events counted beyond
+        // the hits decoded was lost.
         let counted = self
             .fds
             .iter()
