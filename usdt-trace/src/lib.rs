@@ -52,6 +52,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod arch;
 mod arg;
 mod attach;
 pub mod bpf;

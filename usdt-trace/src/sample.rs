@@ -249,31 +249,13 @@ impl fmt::Display for Hit {
     }
 }
 
-/// perf's x86-64 register numbers (`arch/x86/include/uapi/asm/perf_regs.h`).
+/// perf's number of an x86-64 register (the sampler decodes x86-64
+/// registers only).
 fn perf_reg(reg: Reg64) -> Option<u32> {
-    Some(match reg {
-        Reg64::Rax => 0,
-        Reg64::Rbx => 1,
-        Reg64::Rcx => 2,
-        Reg64::Rdx => 3,
-        Reg64::Rsi => 4,
-        Reg64::Rdi => 5,
-        Reg64::Rbp => 6,
-        Reg64::Rsp => 7,
-        Reg64::Rip => 8,
-        Reg64::R8 => 16,
-        Reg64::R9 => 17,
-        Reg64::R10 => 18,
-        Reg64::R11 => 19,
-        Reg64::R12 => 20,
-        Reg64::R13 => 21,
-        Reg64::R14 => 22,
-        Reg64::R15 => 23,
-        Reg64::X(_) | Reg64::Sp => return None,
-    })
+    crate::arch::x86_64::register(reg).map(|r| r.perf)
 }
-const PERF_REG_SP: u32 = 7;
-const PERF_REG_IP: u32 = 8;
+const PERF_REG_SP: u32 = crate::arch::x86_64::PERF_SP;
+const PERF_REG_IP: u32 = crate::arch::x86_64::PERF_IP;
 
 /// How to decode the samples of one site.
 #[derive(Debug)]
