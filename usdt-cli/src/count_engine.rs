@@ -121,7 +121,7 @@ impl Counter {
         if interrupted().is_some() {
             return Ok(None);
         }
-        tracer.enable();
+        tracer.enable()?;
         Ok(Some(Counter::Perf(tracer)))
     }
 

@@ -9,11 +9,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::note::Site;
+use crate::perf;
 use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 
 /// Where on a site the uprobe goes.
@@ -163,12 +164,15 @@ impl PerfCounter {
     }
 
     /// Starts every event attached so far counting, each group at once.
-    pub fn enable(&self) {
+    pub fn enable(&self) -> Result<(), Error> {
         for &(site, fd) in self.leaders.values() {
             let leader = &self.sites[site].fds[fd];
-            // SAFETY: enabling an open perf event and its group; no pointer.
-            unsafe { libc::ioctl(leader.as_raw_fd(), IOC_ENABLE, IOC_FLAG_GROUP) };
+            perf::enable(leader, true).map_err(|source| Error::Os {
+                what: format!("enabling the uprobes of {}", self.sites[site].probe()),
+                source,
+            })?;
         }
+        Ok(())
     }
 
     /// Also count in children a traced process starts after attaching; their
@@ -213,9 +217,19 @@ impl PerfCounter {
             return result;
         }
         if !self.enable_later {
-            for fd in self.sites[before..].iter().flat_map(|s| &s.fds) {
-                // SAFETY: enabling an open perf event; no pointer argument.
-                unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ENABLE, 0) };
+            let enabled = self.sites[before..].iter().try_for_each(|s| {
+                s.fds
+                    .iter()
+                    .try_for_each(|fd| perf::enable(fd, false))
+                    .map_err(|source| Error::Os {
+                        what: format!("enabling the uprobe of {}", s.probe()),
+                        source,
+                    })
+            });
+            if let Err(e) = enabled {
+                self.sites.truncate(before);
+                (self.leaders, self.attached) = (leaders, attached);
+                return Err(e);
             }
         }
         Ok(())
@@ -282,10 +296,8 @@ impl PerfCounter {
     ) -> io::Result<OwnedFd> {
         let inherit = self.inherit;
         open_uprobe_in(&self.features, uprobe, target, cpu, group, |attr| {
-            attr.flags |= FLAG_DISABLED;
-            if inherit {
-                attr.flags |= FLAG_INHERIT;
-            }
+            attr.set_disabled(1);
+            attr.set_inherit(inherit.into());
         })
     }
 }
@@ -303,7 +315,7 @@ pub(crate) fn open_uprobe(
     uprobe: &Uprobe<'_>,
     target: Target,
     cpu: i32,
-    customize: impl FnOnce(&mut PerfEventAttr),
+    customize: impl FnOnce(&mut perf::Attr),
 ) -> io::Result<OwnedFd> {
     open_uprobe_in(features, uprobe, target, cpu, -1, customize)
 }
@@ -315,7 +327,7 @@ pub(crate) fn open_uprobe_in(
     target: Target,
     cpu: i32,
     group: i32,
-    customize: impl FnOnce(&mut PerfEventAttr),
+    customize: impl FnOnce(&mut perf::Attr),
 ) -> io::Result<OwnedFd> {
     let pmu = features
         .uprobe_pmu_type
@@ -331,14 +343,11 @@ pub(crate) fn open_uprobe_in(
         }
         _ => 0,
     };
-    let mut attr = PerfEventAttr {
-        type_: pmu,
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
-        config: ref_ctr,
-        config1: uprobe.path.as_ptr() as u64,
-        config2: uprobe.offset,
-        ..PerfEventAttr::default()
-    };
+    let mut attr = perf::attr(pmu);
+    attr.config = ref_ctr;
+    // The uprobe PMU's config1 is the path, config2 the file offset.
+    attr.config1 = uprobe.path.as_ptr() as u64;
+    attr.config2 = uprobe.offset;
     customize(&mut attr);
     // SAFETY: the path `config1` points to lives until the call returns.
     unsafe { perf_event_open_in(&attr, target, cpu, group) }
@@ -350,7 +359,7 @@ pub(crate) fn open_uprobe_in(
 /// Every pointer in `attr` (such as a uprobe's path in `config1`) must be
 /// valid until the call returns.
 pub(crate) unsafe fn perf_event_open(
-    attr: &PerfEventAttr,
+    attr: &perf::Attr,
     target: Target,
     cpu: i32,
 ) -> io::Result<OwnedFd> {
@@ -363,7 +372,7 @@ pub(crate) unsafe fn perf_event_open(
 /// # Safety
 /// As for [`perf_event_open`].
 pub(crate) unsafe fn perf_event_open_in(
-    attr: &PerfEventAttr,
+    attr: &perf::Attr,
     target: Target,
     cpu: i32,
     group: i32,
@@ -372,23 +381,8 @@ pub(crate) unsafe fn perf_event_open_in(
         Target::Pid(pid) => pid as libc::pid_t,
         Target::AllProcesses => -1,
     };
-    // SAFETY: `attr` is a valid perf_event_attr of the size it states, and
-    // the caller keeps what it points to alive.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr as *const PerfEventAttr,
-            pid,
-            cpu,
-            group,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this new descriptor; we own it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    // SAFETY: the caller's contract.
+    unsafe { perf::open(attr, pid, cpu, group) }
 }
 
 pub(crate) struct Uprobe<'a> {
@@ -423,38 +417,6 @@ impl<'a> Uprobe<'a> {
         })
     }
 }
-
-/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes).
-#[repr(C)]
-#[derive(Default)]
-pub(crate) struct PerfEventAttr {
-    pub(crate) type_: u32,
-    pub(crate) size: u32,
-    pub(crate) config: u64,
-    pub(crate) sample_period: u64,
-    pub(crate) sample_type: u64,
-    pub(crate) read_format: u64,
-    pub(crate) flags: u64,
-    pub(crate) wakeup_events: u32,
-    pub(crate) bp_type: u32,
-    pub(crate) config1: u64,
-    pub(crate) config2: u64,
-    pub(crate) branch_sample_type: u64,
-    pub(crate) sample_regs_user: u64,
-    pub(crate) sample_stack_user: u32,
-    pub(crate) clockid: i32,
-    pub(crate) sample_regs_intr: u64,
-    pub(crate) aux_watermark: u32,
-    pub(crate) sample_max_stack: u16,
-    pub(crate) reserved_2: u16,
-}
-
-const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == 112);
-pub(crate) const FLAG_DISABLED: u64 = 1 << 0;
-pub(crate) const FLAG_INHERIT: u64 = 1 << 1;
-const IOC_ENABLE: libc::c_ulong = 0x2400;
-const IOC_FLAG_GROUP: libc::c_ulong = 1;
-pub(crate) const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 
 fn read_count(fd: &OwnedFd) -> Result<u64, Error> {
     let mut buf = [0u8; 8];

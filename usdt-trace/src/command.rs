@@ -132,8 +132,28 @@ impl PausedCommand {
             .go
             .take()
             .ok_or_else(|| Error::Invalid("the command was started already".into()))?;
-        // SAFETY: one byte from a valid buffer to an open pipe.
-        unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) };
+        loop {
+            // SAFETY: one byte from a valid buffer to an open pipe.
+            if unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) } == 1 {
+                break;
+            }
+            let source = io::Error::last_os_error();
+            match source.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                // The child is gone (a signal ended it): how it ended is
+                // what try_wait and wait say.
+                Some(libc::EPIPE) => break,
+                _ => {
+                    // Closing the pipe unread makes the child exit unrun.
+                    drop(go);
+                    let _ = self.wait();
+                    return Err(Error::Os {
+                        what: format!("starting {}", self.program.display()),
+                        source,
+                    });
+                }
+            }
+        }
         drop(go);
         let mut errno = [0u8; 4];
         // SAFETY: reading at most 4 bytes into `errno`; the write end closes on exec.

@@ -50,11 +50,15 @@ use std::time::Duration;
 
 use crate::arg::{Arg, Operand, Reg, Reg64, RegWidth};
 use crate::attach::{
-    attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open, PerfEventAttr, Uprobe,
+    attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open, Uprobe,
 };
 use crate::glob::glob_match;
 use crate::note::Site;
-use crate::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
+use crate::perf::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
+use crate::perf::{
+    self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
+    SAMPLE_TIME, TYPE_TRACEPOINT,
+};
 use crate::tracefs::{data_loc_string, DynEvent, Field};
 use crate::{AttachPoint, Error, KernelFeatures, Target};
 
@@ -606,20 +610,6 @@ impl<'a> Fields<'a> {
     }
 }
 
-const SAMPLE_TID: u64 = 1 << 1;
-const SAMPLE_TIME: u64 = 1 << 2;
-const SAMPLE_REGS_USER: u64 = 1 << 12;
-const SAMPLE_STACK_USER: u64 = 1 << 13;
-const SAMPLE_RAW: u64 = 1 << 10;
-const PERF_TYPE_TRACEPOINT: u32 = 2;
-const SAMPLE_IDENTIFIER: u64 = 1 << 16;
-const FLAG_DISABLED: u64 = 1 << 0;
-const FLAG_WATERMARK: u64 = 1 << 14;
-const FLAG_USE_CLOCKID: u64 = 1 << 25;
-const IOC_ENABLE: libc::c_ulong = 0x2400;
-const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
-const IOC_ID: libc::c_ulong = 0x8008_2407;
-
 /// One ring buffer and the event whose descriptor it is mapped from. A
 /// per-CPU ring takes the samples of every task on its CPU; a ring of a
 /// per-task event (CPU -1) only those of its task (the kernel's rule for
@@ -801,11 +791,21 @@ impl Sampler {
             self.ids.retain(|_, plan| *plan < plans_before);
             return result;
         }
-        for fd in &self.fds[fds_before..] {
-            // SAFETY: enabling an open perf event; no pointer argument.
-            unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ENABLE, 0) };
+        let enabled = self.fds[fds_before..]
+            .iter()
+            .try_for_each(|fd| perf::enable(fd, false))
+            .map_err(|source| Error::Os {
+                what: format!("enabling the uprobes of {}", path.display()),
+                source,
+            });
+        if enabled.is_err() {
+            self.attached = attached;
+            self.slots.truncate(slots_before);
+            self.fds.truncate(fds_before);
+            self.plans.truncate(plans_before);
+            self.ids.retain(|_, plan| *plan < plans_before);
         }
-        Ok(())
+        enabled
     }
 
     fn attach_sites<'a>(
@@ -914,17 +914,15 @@ impl Sampler {
     }
 
     fn open_tracepoint(&self, id: u64, target: Target, cpu: i32) -> io::Result<OwnedFd> {
-        let attr = PerfEventAttr {
-            type_: PERF_TYPE_TRACEPOINT,
-            size: std::mem::size_of::<PerfEventAttr>() as u32,
-            config: id,
-            sample_period: 1,
-            sample_type: SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_RAW,
-            flags: FLAG_DISABLED | FLAG_USE_CLOCKID | FLAG_WATERMARK,
-            wakeup_events: 1 << 20,
-            clockid: libc::CLOCK_MONOTONIC,
-            ..PerfEventAttr::default()
-        };
+        let mut attr = perf::attr(TYPE_TRACEPOINT);
+        attr.config = id;
+        attr.sample_period = 1;
+        attr.sample_type = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_RAW;
+        attr.set_disabled(1);
+        attr.set_use_clockid(1);
+        attr.set_watermark(1);
+        attr.wakeup_watermark = 1 << 20;
+        attr.clockid = libc::CLOCK_MONOTONIC;
         // SAFETY: a tracepoint event's attributes point to nothing.
         unsafe { perf_event_open(&attr, target, cpu) }
     }
@@ -941,11 +939,12 @@ impl Sampler {
             uprobe,
             target,
             cpu,
-            |attr: &mut PerfEventAttr| {
+            |attr: &mut perf::Attr| {
                 attr.sample_period = 1;
                 attr.sample_type = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_REGS_USER;
                 attr.sample_regs_user = plan.regs_mask;
-                attr.flags |= FLAG_DISABLED | FLAG_USE_CLOCKID;
+                attr.set_disabled(1);
+                attr.set_use_clockid(1);
                 attr.clockid = libc::CLOCK_MONOTONIC;
                 if plan.stack_bytes > 0 {
                     attr.sample_type |= SAMPLE_STACK_USER;
@@ -955,8 +954,8 @@ impl Sampler {
                     attr.wakeup_events = 1;
                 } else {
                     // Otherwise wake it when a quarter of the ring is full.
-                    attr.flags |= FLAG_WATERMARK;
-                    attr.wakeup_events = 1 << 20;
+                    attr.set_watermark(1);
+                    attr.wakeup_watermark = 1 << 20;
                 }
             },
         )
@@ -972,15 +971,10 @@ impl Sampler {
             .iter()
             .find(|s| s.cpu == cpu && (cpu != -1 || s.target == target))
         {
-            let owner = self.fds[slot.owner].as_raw_fd();
-            // SAFETY: both are open perf events; the argument is a descriptor.
-            if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, owner) } < 0 {
-                return Err(Error::Os {
-                    what: "sharing a perf ring buffer".into(),
-                    source: io::Error::last_os_error(),
-                });
-            }
-            return Ok(());
+            return perf::set_output(fd, &self.fds[slot.owner]).map_err(|source| Error::Os {
+                what: "sharing a perf ring buffer".into(),
+                source,
+            });
         }
         let pages = match cpu {
             -1 => self.ring_pages,
@@ -1089,15 +1083,10 @@ impl Sampler {
 }
 
 fn event_id(fd: &OwnedFd) -> Result<u64, Error> {
-    let mut id = 0u64;
-    // SAFETY: PERF_EVENT_IOC_ID writes one u64 through the pointer.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ID, &mut id as *mut u64) } < 0 {
-        return Err(Error::Os {
-            what: "reading a perf event's id".into(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    Ok(id)
+    perf::id(fd).map_err(|source| Error::Os {
+        what: "reading a perf event's id".into(),
+        source,
+    })
 }
 
 /// The event's count: every hit, whether its sample was written or lost.
