@@ -13,7 +13,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::note::Site;
+use crate::elf::note::Site;
 use crate::perf;
 use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 

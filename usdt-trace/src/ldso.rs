@@ -29,7 +29,7 @@ use object::elf;
 use object::read::elf::{Dyn, FileHeader, ProgramHeader};
 use object::ReadRef;
 
-use crate::note::{parse_header, Bounded};
+use crate::elf::note::{parse_header, Bounded};
 use crate::Error;
 
 /// The loader's cache.

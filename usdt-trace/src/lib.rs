@@ -53,38 +53,40 @@
 #![warn(missing_docs)]
 
 mod arch;
-mod arg;
 mod attach;
 pub mod bpf;
 mod bpftrace;
 mod command;
+mod elf;
 mod error;
 mod escape;
 mod glob;
 mod ldso;
-mod note;
 mod perf;
 mod process;
 mod record;
 mod sample;
 mod selftest;
-mod signature;
 mod tracefs;
 
-pub use arg::{
-    parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
-};
 pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, PerfCounter, Target};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use command::{resolve_program, ExitStatus, PausedCommand};
+pub use elf::arg::{
+    parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
+};
+pub use elf::note::{
+    layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,
+    SkippedNote, MAX_NAME, MAX_READ, NT_STAPSDT, SITE_BYTES,
+};
+pub use elf::signature::{
+    parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
+    TypedArgs, TypedValue, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
+};
 pub use error::Error;
 pub use escape::{escape, escape_name};
 pub use glob::glob_match;
 pub use ldso::shared_libraries;
-pub use note::{
-    layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,
-    SkippedNote, MAX_NAME, MAX_READ, NT_STAPSDT, SITE_BYTES,
-};
 pub use process::{
     load_bias, process_alive, process_exe, process_threads, read_maps, read_process,
     read_semaphore, MappedObject, Mapping,
@@ -94,9 +96,5 @@ pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
-pub use signature::{
-    parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
-    TypedArgs, TypedValue, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
-};
 pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

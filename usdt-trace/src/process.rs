@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::note::{read_file_probes, ElfProbes};
+use crate::elf::note::{read_file_probes, ElfProbes};
 use crate::Error;
 
 /// One line of `/proc/PID/maps` backed by a file.
@@ -185,7 +185,7 @@ pub fn process_exe(pid: u32) -> Result<PathBuf, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::note::Segment;
+    use crate::elf::note::Segment;
 
     #[test]
     fn maps_lines() {

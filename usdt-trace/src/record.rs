@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::command::{resolve_program, ExitStatus, PausedCommand};
+use crate::elf::note::read_file_probes;
 use crate::glob::glob_match;
 use crate::ldso::shared_libraries;
-use crate::note::read_file_probes;
 use crate::process::process_threads;
 use crate::sample::{Hit, Sampler, Value};
 use crate::{AttachPoint, Error, Target};

@@ -35,7 +35,7 @@ use std::sync::OnceLock;
 /// Where the lock files of event groups are.
 pub(crate) const LOCK_DIR: &str = "/run/usdt/events";
 
-use crate::arg::{Arg, Operand, Reg64};
+use crate::elf::arg::{Arg, Operand, Reg64};
 
 /// Where an argument's fetched value is in the raw record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

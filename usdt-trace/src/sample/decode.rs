@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::plan::{perf_reg, Plan, RawPlan, PERF_REG_IP, PERF_REG_SP};
 use super::{Hit, Value, BYTES_FETCH, STRING_MAX};
-use crate::arg::{Arg, Operand, Reg, RegWidth};
+use crate::elf::arg::{Arg, Operand, Reg, RegWidth};
 use crate::tracefs::data_loc_string;
 
 /// A sample's registers and stack copy, and the process to read the rest from.

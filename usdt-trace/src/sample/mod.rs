@@ -46,12 +46,12 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::arg::Operand;
 use crate::attach::{
     attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open, Uprobe,
 };
+use crate::elf::arg::Operand;
+use crate::elf::note::Site;
 use crate::glob::glob_match;
-use crate::note::Site;
 use crate::perf::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
 use crate::perf::{
     self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,

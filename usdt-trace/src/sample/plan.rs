@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::arg::{Arg, Operand, Reg64};
-use crate::note::Site;
+use crate::elf::arg::{Arg, Operand, Reg64};
+use crate::elf::note::Site;
 use crate::tracefs::Field;
 use crate::Error;
 

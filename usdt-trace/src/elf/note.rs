@@ -24,7 +24,7 @@ use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, 
 use object::read::ReadCache;
 use object::{Endianness, ReadRef};
 
-use crate::arg::{parse_args, Arg, Machine, Operand};
+use crate::elf::arg::{parse_args, Arg, Machine, Operand};
 use crate::{Error, SiteLayout};
 
 type Header = elf::FileHeader64<Endianness>;
@@ -465,7 +465,7 @@ fn parse_desc(
     let provider = next("provider", MAX_NAME)?;
     let name = next("probe name", MAX_NAME)?;
     let probe = Some(format!("{provider}:{name}"));
-    let args_text = next("argument string", crate::arg::MAX_ARGS_TEXT)
+    let args_text = next("argument string", crate::elf::arg::MAX_ARGS_TEXT)
         .map_err(|(_, reason)| (probe.clone(), reason))?;
     // Three strings need three NULs; `split` yields a final piece after the last one.
     if desc[24..].iter().filter(|b| **b == 0).count() < 3 {

@@ -24,7 +24,7 @@ use object::read::elf::{FileHeader, SectionHeader};
 use object::Endianness;
 use usdt_runtime::kind;
 
-use crate::note::Site;
+use crate::elf::note::Site;
 use crate::sample::{Hit, Value};
 use crate::Error;
 
