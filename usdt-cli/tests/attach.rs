@@ -185,7 +185,7 @@ fn next_is_refused_on_a_single_nop_site() {
     let e = tracer
         .attach(&exe, &sites, Target::Pid(serve.pid))
         .unwrap_err();
-    assert!(matches!(e, Error::Invalid(_)));
+    assert!(matches!(e, Error::NoLongNop { .. }));
     assert!(e.to_string().contains("no long nop"), "{e}");
     assert!(tracer.sites().is_empty());
     serve.finish();

@@ -41,9 +41,7 @@ impl std::str::FromStr for AttachPoint {
             "auto" => Ok(AttachPoint::Auto),
             "nop" => Ok(AttachPoint::Nop),
             "next" => Ok(AttachPoint::Next),
-            _ => Err(Error::Invalid(format!(
-                "the attach point is auto, nop or next, not \"{s}\""
-            ))),
+            _ => Err(Error::BadAttachPoint { value: s.into() }),
         }
     }
 }
@@ -74,16 +72,17 @@ pub fn attach_delta(
             if site.layout == SiteLayout::NopNop10
                 && features.uprobe_syscall != UprobeSyscall::OptimizesNop10 =>
         {
-            Err(Error::Invalid(format!(
-                "probe {}:{} at {:#x} is a nop;nop10 site, and this kernel refuses uprobes on nop10 (only the 7.3 series accepts them)",
-                site.provider, site.name, site.location
-            )))
+            Err(Error::Nop10Refused {
+                probe: site.probe(),
+                location: site.location,
+            })
         }
         AttachPoint::Next if site.layout.has_long_nop() => Ok(1),
-        AttachPoint::Next => Err(Error::Invalid(format!(
-            "probe {}:{} at {:#x} (layout {}) has no long nop after a nop, so it cannot be attached at Location + 1",
-            site.provider, site.name, site.location, site.layout
-        ))),
+        AttachPoint::Next => Err(Error::NoLongNop {
+            probe: site.probe(),
+            location: site.location,
+            layout: site.layout,
+        }),
     }
 }
 
@@ -304,8 +303,7 @@ impl PerfCounter {
 
 /// The path as the kernel takes it (`config1` of a uprobe event).
 pub(crate) fn path_cstring(path: &Path) -> Result<CString, Error> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::Invalid(format!("the path {} contains a NUL byte", path.display())))
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::NulInPath { path: path.into() })
 }
 
 /// Opens one uprobe perf event; `customize` adjusts the attributes (sampling,
@@ -402,13 +400,10 @@ impl<'a> Uprobe<'a> {
         c_path: &'a CString,
     ) -> Result<Uprobe<'a>, Error> {
         let delta = attach_delta(site, point, features)?;
-        let location = site.location_offset.ok_or_else(|| {
-            Error::Invalid(format!(
-                "probe {} at {:#x} is not in a loaded part of {}",
-                site.probe(),
-                site.location,
-                path.display()
-            ))
+        let location = site.location_offset.ok_or_else(|| Error::NotLoaded {
+            probe: site.probe(),
+            location: site.location,
+            path: path.into(),
         })?;
         Ok(Uprobe {
             path: c_path,
@@ -447,19 +442,15 @@ pub(crate) fn attach_error(e: io::Error, path: &Path, site: &Site, target: Targe
             Target::AllProcesses => Error::Os { what: "attaching a uprobe".into(), source: e },
         },
         Some(libc::ENOENT) => Error::Io { path: path.into(), source: e },
-        Some(libc::ENODEV) => Error::Invalid("this kernel has no uprobe PMU for perf_event_open".into()),
-        Some(libc::EOVERFLOW) => Error::Invalid(format!(
-            "the semaphore of {} is at a file offset too large for the kernel's ref_ctr_offset",
-            site.probe()
-        )),
+        Some(libc::ENODEV) => Error::NoUprobePmu,
+        Some(libc::EOVERFLOW) => Error::SemaphoreOutOfRange { probe: site.probe() },
         // ENOTSUPP (the kernel's own 524): an instruction uprobes refuse, such
         // as a nop10 on a kernel that does not optimize nop10.
-        Some(524) => Error::Invalid(format!(
-            "the kernel refuses a uprobe on the instruction of {} at {:#x} in {}",
-            site.probe(),
-            site.location,
-            path.display()
-        )),
+        Some(524) => Error::InstructionRefused {
+            probe: site.probe(),
+            location: site.location,
+            path: path.into(),
+        },
         _ => Error::Os {
             what: format!("attaching a uprobe to {} at {:#x} in {}", site.probe(), site.location, path.display()),
             source: e,

@@ -60,7 +60,9 @@ pub fn resolve_program(name: &Path) -> Result<PathBuf, Error> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
-        .ok_or_else(|| Error::Invalid(format!("command {} was not found in PATH", name.display())))
+        .ok_or_else(|| Error::ProgramNotFound {
+            program: name.into(),
+        })
 }
 
 impl PausedCommand {
@@ -81,7 +83,7 @@ impl PausedCommand {
         argv0: &std::ffi::OsStr,
         args: &[OsString],
     ) -> Result<PausedCommand, Error> {
-        let nul = |_| Error::Invalid("the command contains a NUL byte".into());
+        let nul = |_| Error::NulInCommand;
         let c_program = CString::new(program.as_os_str().as_bytes()).map_err(nul)?;
         let mut c_args = vec![CString::new(argv0.as_bytes()).map_err(nul)?];
         for a in args {
@@ -128,10 +130,7 @@ impl PausedCommand {
 
     /// Lets the child execute the program; an error if `exec` failed.
     pub fn start(&mut self) -> Result<(), Error> {
-        let go = self
-            .go
-            .take()
-            .ok_or_else(|| Error::Invalid("the command was started already".into()))?;
+        let go = self.go.take().ok_or(Error::AlreadyStarted)?;
         loop {
             // SAFETY: one byte from a valid buffer to an open pipe.
             if unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) } == 1 {
@@ -177,7 +176,7 @@ impl PausedCommand {
     /// Waits for the child to end.
     pub fn wait(&mut self) -> Result<ExitStatus, Error> {
         if self.reaped {
-            return Err(Error::Invalid("the command was waited for already".into()));
+            return Err(Error::AlreadyWaited);
         }
         loop {
             if let Some(status) = self.waitpid(0)? {

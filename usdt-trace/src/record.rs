@@ -127,11 +127,10 @@ impl Recorder {
         }
         if sampler.site_count() == 0 {
             child.kill();
-            return Err(Error::Invalid(format!(
-                "no probe of {} matches {}",
-                program.display(),
-                self.globs.join(" ")
-            )));
+            return Err(Error::NoMatch {
+                program: program.clone(),
+                globs: self.globs.join(" "),
+            });
         }
         child.start()?;
         let mut hits = vec![];
