@@ -108,7 +108,6 @@
 //! The macros a provider generates (`http::request_start!`) are usable anywhere
 //! in the defining crate, through the provider module's path. They are not
 //! exported to other crates: declare the provider in the crate that fires it.
-#![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 /// Declares a provider: a module whose functions declare probes.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use usdt_trace::{AttachPoint, SiteLayout, Target, Tracer};
+use usdt_trace::{AttachPoint, PerfCounter, SiteLayout, Target};
 
 const FIRES: u64 = 10;
 
@@ -68,7 +68,7 @@ fn check(loader: &Path) {
         .expect("the loader is mapped");
     assert!(exe.probes.as_ref().map_or(true, |p| p.sites.is_empty()));
 
-    let mut tracer = Tracer::new(AttachPoint::Auto);
+    let mut tracer = PerfCounter::new(AttachPoint::Auto);
     tracer
         .attach(&object.open_path, &probes.sites, Target::Pid(pid))
         .expect("attach to the library's probes");

@@ -34,7 +34,7 @@
 //! - A perf uprobe event with `inherit` cannot be inherited by a process
 //!   that is not the tracer's own child: the kernel re-reads the event's
 //!   path (`config1`, a pointer into the tracer's memory) in the forking
-//!   process, so its `fork()` fails with `EFAULT`. `Tracer::inherit` is for
+//!   process, so its `fork()` fails with `EFAULT`. `PerfCounter::inherit` is for
 //!   commands the tracer starts itself.
 //!
 //! After the tracer detaches, the parent's semaphore is 0 and its closure
@@ -45,7 +45,7 @@ mod common;
 
 use busy::{field, number, Program};
 use usdt_trace::{
-    fork_test, read_semaphore, AttachPoint, KernelFeatures, OptimizedFork, Target, Tracer,
+    fork_test, read_semaphore, AttachPoint, KernelFeatures, OptimizedFork, PerfCounter, Target,
     UprobeSyscall,
 };
 
@@ -100,7 +100,7 @@ fn run(target_all: bool, inherit: bool, point: AttachPoint) -> Run {
     } else {
         Target::Pid(pid)
     };
-    let mut tracer = Tracer::new(point).inherit(inherit);
+    let mut tracer = PerfCounter::new(point).inherit(inherit);
     tracer.attach(&bin, &sites, target).unwrap();
     assert_ne!(read_semaphore(pid, semaphore).unwrap(), 0);
     fork.send("");

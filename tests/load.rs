@@ -1,5 +1,5 @@
 //! Under load: 8 threads fire the lazy probe `load:tick` in a loop
-//! (`examples/load.rs`) while a counting tracer (usdt-trace's `Tracer`, one
+//! (`examples/load.rs`) while a counting tracer (usdt-trace's `PerfCounter`, one
 //! perf uprobe at Location + 1, so the kernel optimizes the site) attaches
 //! and detaches 50 times.
 //!
@@ -45,7 +45,7 @@ mod common;
 use std::time::Duration;
 
 use busy::{number, Program};
-use usdt_trace::{read_semaphore, AttachPoint, Target, Tracer};
+use usdt_trace::{read_semaphore, AttachPoint, PerfCounter, Target};
 
 const THREADS: u64 = 8;
 const WINDOWS: usize = 50;
@@ -94,7 +94,7 @@ fn eight_threads_while_a_tracer_attaches_and_detaches_fifty_times() {
     for w in 0..WINDOWS {
         let runs_before = runs(&mut load);
         // perf_event_open's pid is a thread id: one event per worker.
-        let mut tracer = Tracer::new(AttachPoint::Next);
+        let mut tracer = PerfCounter::new(AttachPoint::Next);
         for &tid in &tids {
             tracer.attach(&bin, &sites, Target::Pid(tid)).unwrap();
         }

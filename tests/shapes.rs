@@ -8,7 +8,7 @@
 //!   bytes; Base equal to `.stapsdt.base`'s address; one 2-byte-aligned
 //!   semaphore per provider probe; argument sizes, signs and registers);
 //! - the ELF type (non-PIE or PIE) and debug info are what the cell asked for;
-//! - usdt-trace's counting `Tracer` counts exactly the calls: every probe of
+//! - usdt-trace's counting `PerfCounter` counts exactly the calls: every probe of
 //!   `types` (each of the three sites of a generic function and the five
 //!   copies of an `#[inline(always)]` helper hit once, the lazy probe's
 //!   semaphore raised by the kernel), the demo's three probes, `gc:kept`;

@@ -22,7 +22,7 @@ pub enum At {
 
 /// What counts the hits.
 enum Counter {
-    Perf(usdt_trace::Tracer),
+    Perf(usdt_trace::PerfCounter),
     Bpf(usdt_trace::bpf::MultiCounter),
 }
 
@@ -75,7 +75,7 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
             .map_err(|x| e(x.into()))?;
         (Counter::Bpf(counter), multi[0].offset)
     } else {
-        let mut tracer = usdt_trace::Tracer::new(point);
+        let mut tracer = usdt_trace::PerfCounter::new(point);
         tracer.attach(exe, &sites, Target::Pid(pid)).map_err(e)?;
         let offset = tracer.sites()[0].offset;
         (Counter::Perf(tracer), offset)

@@ -1,6 +1,6 @@
 //! The many-sites section: a generated C program with N probe sites, attached
 //! by three engines side by side: usdt-trace's BPF uprobe_multi link (one
-//! descriptor per file), one perf event per site (usdt-trace's `Tracer`), and
+//! descriptor per file), one perf event per site (usdt-trace's `PerfCounter`), and
 //! bpftrace (`usdt:BIN:*:*`, counting). For each: attach time, detach time,
 //! the descriptors the tracer holds, and the hit rate of one hot site with
 //! only it attached versus every site attached.
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use usdt_provision::{Need, BPFTRACE, GCC, SDT};
 use usdt_trace::bpf::{MultiCounter, MultiSite};
-use usdt_trace::{AttachPoint, KernelFeatures, Site, Target, Tracer};
+use usdt_trace::{AttachPoint, KernelFeatures, PerfCounter, Site, Target};
 
 /// One engine at one size.
 #[derive(Clone, Debug)]
@@ -294,7 +294,7 @@ fn perf_per_site(exe: &Path, n: usize) -> Result<ManyRow, String> {
     let sites = sites(exe)?;
     let mut p = Instance::start(exe)?;
 
-    let mut one = Tracer::new(point());
+    let mut one = PerfCounter::new(point());
     one.attach(exe, &sites[..1], Target::Pid(p.pid))
         .map_err(|e| e.to_string())?;
     let rate_one = p.hot_rate()?;
@@ -302,7 +302,7 @@ fn perf_per_site(exe: &Path, n: usize) -> Result<ManyRow, String> {
 
     let before = open_fds(std::process::id());
     let start = Instant::now();
-    let mut all = Tracer::new(point());
+    let mut all = PerfCounter::new(point());
     all.attach(exe, &sites, Target::Pid(p.pid))
         .map_err(|e| e.to_string())?;
     let attach = start.elapsed();

@@ -52,9 +52,8 @@ pub fn expected(example: &str) -> Expected {
 /// The bytes a site of `layout` starts with on `machine`.
 fn site_bytes(layout: SiteLayout, machine: Machine) -> &'static [u8] {
     match (layout, machine) {
-        (SiteLayout::NopNop5, _) => &[0x90, 0x0f, 0x1f, 0x44, 0, 0],
-        (SiteLayout::NopNop10, _) => &[0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0],
-        (SiteLayout::Nop, Machine::Aarch64) => &[0x1f, 0x20, 0x03, 0xd5],
+        (SiteLayout::NopNop5 | SiteLayout::NopNop10, _) => layout.x86_64_bytes().unwrap(),
+        (SiteLayout::Nop, Machine::Aarch64) => &usdt_trace::AARCH64_NOP,
         other => panic!("no site bytes for {other:?}"),
     }
 }
@@ -237,15 +236,15 @@ fn check_args(site: &usdt_trace::Site, sizes: &[i8], machine: Machine, what: &st
 /// The semaphore's file page is mapped by no writable segment but its own:
 /// the kernel updates a semaphore in every writable mapping of its file offset.
 fn check_isolated(segments: &[usdt_trace::Segment], addr: u64, off: u64, what: &str) {
-    const PAGE: u64 = 4096;
+    let page = usdt_trace::page_size();
     let own = segments
         .iter()
         .find(|s| addr >= s.vaddr && addr < s.vaddr + s.memsz)
         .expect("semaphore in a segment");
     assert!(own.flags & 2 != 0, "{what}: semaphore segment not writable");
     for seg in segments.iter().filter(|s| s.flags & 2 != 0 && *s != own) {
-        let start = seg.offset & !(PAGE - 1);
-        let end = (seg.offset + seg.filesz).div_ceil(PAGE) * PAGE;
+        let start = seg.offset & !(page - 1);
+        let end = (seg.offset + seg.filesz).div_ceil(page) * page;
         assert!(
             off < start || off >= end,
             "{what}: the semaphore's file page is also mapped by the writable segment at {:#x}",

@@ -1,4 +1,4 @@
-//! Tracing the examples with usdt-trace's counting [`Tracer`] and checking
+//! Tracing the examples with usdt-trace's counting [`PerfCounter`] and checking
 //! that every count equals the number of calls: shared by the build-shape
 //! cells and the red-zone tests.
 
@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use usdt_trace::{AttachPoint, Target, Tracer};
+use usdt_trace::{AttachPoint, PerfCounter, Target};
 
 /// What `types phases` fires while traced, per probe.
 pub const TYPES_COUNTS: [(&str, u64); 10] = [
@@ -24,9 +24,9 @@ pub const TYPES_COUNTS: [(&str, u64); 10] = [
 ];
 
 /// Attaches to every site of `bin` in process `pid`.
-fn attach_all(bin: &Path, pid: u32, point: AttachPoint) -> Tracer {
+fn attach_all(bin: &Path, pid: u32, point: AttachPoint) -> PerfCounter {
     let sites = usdt_trace::read_file(bin).expect("read notes");
-    let mut tracer = Tracer::new(point);
+    let mut tracer = PerfCounter::new(point);
     tracer
         .attach(bin, &sites, Target::Pid(pid))
         .unwrap_or_else(|e| panic!("attach to {}: {e}", bin.display()));
@@ -129,7 +129,7 @@ pub fn redzone_run(bin: &Path, trace: bool) -> (String, u64) {
         .stdout(Stdio::piped())
         .spawn()
         .expect("start redzone");
-    let mut tracer = Tracer::new(AttachPoint::Next);
+    let mut tracer = PerfCounter::new(AttachPoint::Next);
     if trace {
         let sites = usdt_trace::read_file(bin).expect("read notes");
         let site: Vec<_> = sites

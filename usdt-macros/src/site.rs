@@ -135,15 +135,25 @@ fn lines(lines: &[String]) -> Vec<syn::LitStr> {
         .collect()
 }
 
+/// `.byte 0x0f, 0x1f, ...`: the bytes exactly.
+fn byte_directive(bytes: &[u8]) -> String {
+    let bytes: Vec<String> = bytes.iter().map(|b| format!("{b:#04x}")).collect();
+    format!(".byte {}", bytes.join(", "))
+}
+
 fn x86_64_template(site: &Site) -> Vec<String> {
-    let long_nop = if cfg!(feature = "nop10") {
-        ".byte 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00"
+    use usdt_runtime::site::{NOP, NOP10, NOP5};
+    let long_nop: &[u8] = if cfg!(feature = "nop10") {
+        &NOP10
     } else {
-        ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00"
+        &NOP5
     };
     // The bytes are spelled out: an assembler is free to shorten a mnemonic
     // `nopl 0x0(%rax,%rax,1)`, and the kernel optimizes only these encodings.
-    let mut l = vec!["990: .byte 0x90".to_owned(), long_nop.to_owned()];
+    let mut l = vec![
+        format!("990: {}", byte_directive(&NOP)),
+        byte_directive(long_nop),
+    ];
     base_reloc(&mut l);
     note(&mut l, site, "@", |i| {
         // The register at the argument's exact width: `.if` on the width

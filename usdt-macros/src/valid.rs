@@ -9,7 +9,7 @@ use syn::{FnArg, Pat, ReturnType};
 
 /// The most arguments a probe takes: what `sys/sdt.h` and its consumers support,
 /// and about all the general registers x86-64 has to hold them.
-pub const MAX_ARGS: usize = 12;
+pub use usdt_runtime::MAX_ARGS;
 
 /// Accumulates errors.
 #[derive(Default)]

@@ -147,8 +147,8 @@ impl KernelFeatures {
     }
 
     /// Whether this kernel optimizes a uprobe at Location + 1 of a site of
-    /// this layout (DESIGN.md's table): only for exactly the layout it
-    /// optimizes.
+    /// this layout (the table in the README's "The probe site"): only for
+    /// exactly the layout it optimizes.
     pub fn optimizes(&self, layout: SiteLayout) -> bool {
         layout.has_long_nop() && self.optimized_layout() == Some(layout)
     }

@@ -5,8 +5,7 @@
 //! conversions from Rust values to probe-argument registers, and the staging
 //! buffer for string arguments.
 #![no_std]
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
 
 extern crate alloc;
 
@@ -14,7 +13,9 @@ mod arg;
 mod features;
 pub mod kind;
 pub use features::*;
+pub mod site;
 mod strbuf;
 
 pub use arg::ProbeArg;
+pub use site::{page_size, MAX_ARGS};
 pub use strbuf::{StrArg, StrBuf, STR_MAX};

@@ -3,25 +3,26 @@
 //!
 //! One perf event per site (per CPU when tracing every process), with the
 //! semaphore's file offset in `ref_ctr_offset` so that the kernel raises the
-//! semaphore while attached. Dropping a [`Tracer`] closes the events: the
+//! semaphore while attached. Dropping a [`PerfCounter`] closes the events: the
 //! kernel removes the uprobes and lowers the semaphores back.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::note::Site;
+use crate::elf::note::Site;
+use crate::perf;
 use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 
 /// Where on a site the uprobe goes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttachPoint {
-    /// Follow the table in DESIGN.md: Location + 1 when this kernel optimizes
-    /// the site's long nop and a child forked after an optimized hit
-    /// survives (the fork self-test, [`fork_test`](crate::fork_test));
+    /// Follow the table in the README's "The probe site": Location + 1 when
+    /// this kernel optimizes the site's long nop and a child forked after an
+    /// optimized hit survives (the fork self-test, [`fork_test`](crate::fork_test));
     /// otherwise Location.
     #[default]
     Auto,
@@ -40,9 +41,7 @@ impl std::str::FromStr for AttachPoint {
             "auto" => Ok(AttachPoint::Auto),
             "nop" => Ok(AttachPoint::Nop),
             "next" => Ok(AttachPoint::Next),
-            _ => Err(Error::Invalid(format!(
-                "the attach point is auto, nop or next, not \"{s}\""
-            ))),
+            _ => Err(Error::BadAttachPoint { value: s.into() }),
         }
     }
 }
@@ -50,7 +49,7 @@ impl std::str::FromStr for AttachPoint {
 /// Whose hits a uprobe counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
-    /// One process (and, with [`Tracer::inherit`], the children it starts
+    /// One process (and, with [`PerfCounter::inherit`], the children it starts
     /// after attaching).
     Pid(u32),
     /// Every process that runs the file, one event per CPU.
@@ -73,27 +72,17 @@ pub fn attach_delta(
             if site.layout == SiteLayout::NopNop10
                 && features.uprobe_syscall != UprobeSyscall::OptimizesNop10 =>
         {
-            Err(Error::Invalid(format!(
-                "probe {}:{} at {:#x} is a nop;nop10 site, and this kernel refuses uprobes on nop10 (only the 7.3 series accepts them)",
-                site.provider, site.name, site.location
-            )))
+            Err(Error::Nop10Refused {
+                probe: site.probe(),
+                location: site.location,
+            })
         }
         AttachPoint::Next if site.layout.has_long_nop() => Ok(1),
-        AttachPoint::Next => Err(Error::Invalid(format!(
-            "probe {}:{} at {:#x} (layout {}) has no long nop after a nop, so it cannot be attached at Location + 1",
-            site.provider, site.name, site.location, site.layout
-        ))),
-    }
-}
-
-/// Where `Auto` attaches on this kernel, in words (for listings).
-pub fn auto_attach_words(layout: SiteLayout, features: &KernelFeatures) -> &'static str {
-    if features.attach_after_nop(layout) {
-        "+1 (optimized)"
-    } else if features.optimizes(layout) {
-        "nop (fork-safe)"
-    } else {
-        "nop"
+        AttachPoint::Next => Err(Error::NoLongNop {
+            probe: site.probe(),
+            location: site.location,
+            layout: site.layout,
+        }),
     }
 }
 
@@ -109,7 +98,7 @@ pub(crate) fn features_for(point: AttachPoint) -> KernelFeatures {
 /// A site with its uprobe(s) attached.
 #[derive(Debug)]
 pub struct AttachedSite {
-    /// The file the site is in, as given to [`Tracer::attach`].
+    /// The file the site is in, as given to [`PerfCounter::attach`].
     pub path: PathBuf,
     /// The site.
     pub site: Site,
@@ -136,11 +125,11 @@ impl AttachedSite {
 /// A set of attached uprobes; dropping it detaches them all.
 ///
 /// The events of one target (and CPU) form one perf group, created
-/// disabled: with [`Tracer::enable_later`] they all start counting at the
-/// same moment, at [`Tracer::enable`]. A site whose uprobe address is
+/// disabled: with [`PerfCounter::enable_later`] they all start counting at the
+/// same moment, at [`PerfCounter::enable`]. A site whose uprobe address is
 /// attached already (two notes at one address) is attached once.
 #[derive(Debug)]
-pub struct Tracer {
+pub struct PerfCounter {
     point: AttachPoint,
     features: KernelFeatures,
     inherit: bool,
@@ -151,10 +140,10 @@ pub struct Tracer {
     sites: Vec<AttachedSite>,
 }
 
-impl Tracer {
+impl PerfCounter {
     /// A tracer that attaches at `point`, using this kernel's features.
-    pub fn new(point: AttachPoint) -> Tracer {
-        Tracer {
+    pub fn new(point: AttachPoint) -> PerfCounter {
+        PerfCounter {
             point,
             features: features_for(point),
             inherit: false,
@@ -165,21 +154,24 @@ impl Tracer {
         }
     }
 
-    /// Leave the events disabled when attaching, until [`Tracer::enable`]
+    /// Leave the events disabled when attaching, until [`PerfCounter::enable`]
     /// starts them all at once (so that counts of probes fired together
     /// agree).
-    pub fn enable_later(mut self, later: bool) -> Tracer {
+    pub fn enable_later(mut self, later: bool) -> PerfCounter {
         self.enable_later = later;
         self
     }
 
     /// Starts every event attached so far counting, each group at once.
-    pub fn enable(&self) {
+    pub fn enable(&self) -> Result<(), Error> {
         for &(site, fd) in self.leaders.values() {
             let leader = &self.sites[site].fds[fd];
-            // SAFETY: enabling an open perf event and its group; no pointer.
-            unsafe { libc::ioctl(leader.as_raw_fd(), IOC_ENABLE, IOC_FLAG_GROUP) };
+            perf::enable(leader, true).map_err(|source| Error::Os {
+                what: format!("enabling the uprobes of {}", self.sites[site].probe()),
+                source,
+            })?;
         }
+        Ok(())
     }
 
     /// Also count in children a traced process starts after attaching; their
@@ -190,7 +182,7 @@ impl Tracer {
     /// sets each inherited event up again, reading the uprobe's path through
     /// a pointer into the tracer, from the new task). Use it only for
     /// programs that start neither.
-    pub fn inherit(mut self, inherit: bool) -> Tracer {
+    pub fn inherit(mut self, inherit: bool) -> PerfCounter {
         self.inherit = inherit;
         self
     }
@@ -224,9 +216,19 @@ impl Tracer {
             return result;
         }
         if !self.enable_later {
-            for fd in self.sites[before..].iter().flat_map(|s| &s.fds) {
-                // SAFETY: enabling an open perf event; no pointer argument.
-                unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ENABLE, 0) };
+            let enabled = self.sites[before..].iter().try_for_each(|s| {
+                s.fds
+                    .iter()
+                    .try_for_each(|fd| perf::enable(fd, false))
+                    .map_err(|source| Error::Os {
+                        what: format!("enabling the uprobe of {}", s.probe()),
+                        source,
+                    })
+            });
+            if let Err(e) = enabled {
+                self.sites.truncate(before);
+                (self.leaders, self.attached) = (leaders, attached);
+                return Err(e);
             }
         }
         Ok(())
@@ -293,18 +295,15 @@ impl Tracer {
     ) -> io::Result<OwnedFd> {
         let inherit = self.inherit;
         open_uprobe_in(&self.features, uprobe, target, cpu, group, |attr| {
-            attr.flags |= FLAG_DISABLED;
-            if inherit {
-                attr.flags |= FLAG_INHERIT;
-            }
+            attr.set_disabled(1);
+            attr.set_inherit(inherit.into());
         })
     }
 }
 
 /// The path as the kernel takes it (`config1` of a uprobe event).
 pub(crate) fn path_cstring(path: &Path) -> Result<CString, Error> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::Invalid(format!("the path {} contains a NUL byte", path.display())))
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::NulInPath { path: path.into() })
 }
 
 /// Opens one uprobe perf event; `customize` adjusts the attributes (sampling,
@@ -314,7 +313,7 @@ pub(crate) fn open_uprobe(
     uprobe: &Uprobe<'_>,
     target: Target,
     cpu: i32,
-    customize: impl FnOnce(&mut PerfEventAttr),
+    customize: impl FnOnce(&mut perf::Attr),
 ) -> io::Result<OwnedFd> {
     open_uprobe_in(features, uprobe, target, cpu, -1, customize)
 }
@@ -326,7 +325,7 @@ pub(crate) fn open_uprobe_in(
     target: Target,
     cpu: i32,
     group: i32,
-    customize: impl FnOnce(&mut PerfEventAttr),
+    customize: impl FnOnce(&mut perf::Attr),
 ) -> io::Result<OwnedFd> {
     let pmu = features
         .uprobe_pmu_type
@@ -342,14 +341,11 @@ pub(crate) fn open_uprobe_in(
         }
         _ => 0,
     };
-    let mut attr = PerfEventAttr {
-        type_: pmu,
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
-        config: ref_ctr,
-        config1: uprobe.path.as_ptr() as u64,
-        config2: uprobe.offset,
-        ..PerfEventAttr::default()
-    };
+    let mut attr = perf::attr(pmu);
+    attr.config = ref_ctr;
+    // The uprobe PMU's config1 is the path, config2 the file offset.
+    attr.config1 = uprobe.path.as_ptr() as u64;
+    attr.config2 = uprobe.offset;
     customize(&mut attr);
     // SAFETY: the path `config1` points to lives until the call returns.
     unsafe { perf_event_open_in(&attr, target, cpu, group) }
@@ -361,7 +357,7 @@ pub(crate) fn open_uprobe_in(
 /// Every pointer in `attr` (such as a uprobe's path in `config1`) must be
 /// valid until the call returns.
 pub(crate) unsafe fn perf_event_open(
-    attr: &PerfEventAttr,
+    attr: &perf::Attr,
     target: Target,
     cpu: i32,
 ) -> io::Result<OwnedFd> {
@@ -374,7 +370,7 @@ pub(crate) unsafe fn perf_event_open(
 /// # Safety
 /// As for [`perf_event_open`].
 pub(crate) unsafe fn perf_event_open_in(
-    attr: &PerfEventAttr,
+    attr: &perf::Attr,
     target: Target,
     cpu: i32,
     group: i32,
@@ -383,23 +379,8 @@ pub(crate) unsafe fn perf_event_open_in(
         Target::Pid(pid) => pid as libc::pid_t,
         Target::AllProcesses => -1,
     };
-    // SAFETY: `attr` is a valid perf_event_attr of the size it states, and
-    // the caller keeps what it points to alive.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr as *const PerfEventAttr,
-            pid,
-            cpu,
-            group,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this new descriptor; we own it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    // SAFETY: the caller's contract.
+    unsafe { perf::open(attr, pid, cpu, group) }
 }
 
 pub(crate) struct Uprobe<'a> {
@@ -419,13 +400,10 @@ impl<'a> Uprobe<'a> {
         c_path: &'a CString,
     ) -> Result<Uprobe<'a>, Error> {
         let delta = attach_delta(site, point, features)?;
-        let location = site.location_offset.ok_or_else(|| {
-            Error::Invalid(format!(
-                "probe {} at {:#x} is not in a loaded part of {}",
-                site.probe(),
-                site.location,
-                path.display()
-            ))
+        let location = site.location_offset.ok_or_else(|| Error::NotLoaded {
+            probe: site.probe(),
+            location: site.location,
+            path: path.into(),
         })?;
         Ok(Uprobe {
             path: c_path,
@@ -434,38 +412,6 @@ impl<'a> Uprobe<'a> {
         })
     }
 }
-
-/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes).
-#[repr(C)]
-#[derive(Default)]
-pub(crate) struct PerfEventAttr {
-    pub(crate) type_: u32,
-    pub(crate) size: u32,
-    pub(crate) config: u64,
-    pub(crate) sample_period: u64,
-    pub(crate) sample_type: u64,
-    pub(crate) read_format: u64,
-    pub(crate) flags: u64,
-    pub(crate) wakeup_events: u32,
-    pub(crate) bp_type: u32,
-    pub(crate) config1: u64,
-    pub(crate) config2: u64,
-    pub(crate) branch_sample_type: u64,
-    pub(crate) sample_regs_user: u64,
-    pub(crate) sample_stack_user: u32,
-    pub(crate) clockid: i32,
-    pub(crate) sample_regs_intr: u64,
-    pub(crate) aux_watermark: u32,
-    pub(crate) sample_max_stack: u16,
-    pub(crate) reserved_2: u16,
-}
-
-const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == 112);
-pub(crate) const FLAG_DISABLED: u64 = 1 << 0;
-pub(crate) const FLAG_INHERIT: u64 = 1 << 1;
-const IOC_ENABLE: libc::c_ulong = 0x2400;
-const IOC_FLAG_GROUP: libc::c_ulong = 1;
-pub(crate) const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 
 fn read_count(fd: &OwnedFd) -> Result<u64, Error> {
     let mut buf = [0u8; 8];
@@ -496,19 +442,15 @@ pub(crate) fn attach_error(e: io::Error, path: &Path, site: &Site, target: Targe
             Target::AllProcesses => Error::Os { what: "attaching a uprobe".into(), source: e },
         },
         Some(libc::ENOENT) => Error::Io { path: path.into(), source: e },
-        Some(libc::ENODEV) => Error::Invalid("this kernel has no uprobe PMU for perf_event_open".into()),
-        Some(libc::EOVERFLOW) => Error::Invalid(format!(
-            "the semaphore of {} is at a file offset too large for the kernel's ref_ctr_offset",
-            site.probe()
-        )),
+        Some(libc::ENODEV) => Error::NoUprobePmu,
+        Some(libc::EOVERFLOW) => Error::SemaphoreOutOfRange { probe: site.probe() },
         // ENOTSUPP (the kernel's own 524): an instruction uprobes refuse, such
         // as a nop10 on a kernel that does not optimize nop10.
-        Some(524) => Error::Invalid(format!(
-            "the kernel refuses a uprobe on the instruction of {} at {:#x} in {}",
-            site.probe(),
-            site.location,
-            path.display()
-        )),
+        Some(524) => Error::InstructionRefused {
+            probe: site.probe(),
+            location: site.location,
+            path: path.into(),
+        },
         _ => Error::Os {
             what: format!("attaching a uprobe to {} at {:#x} in {}", site.probe(), site.location, path.display()),
             source: e,
@@ -610,7 +552,6 @@ mod tests {
             };
             assert_eq!(attach_delta(&site(NopNop5), Auto, &k).ok(), Some(0));
             assert_eq!(attach_delta(&site(NopNop5), Next, &k).ok(), Some(1));
-            assert_eq!(auto_attach_words(NopNop5, &k), "nop (fork-safe)");
         }
     }
 

@@ -60,29 +60,9 @@ pub fn resolve_program(name: &Path) -> Result<PathBuf, Error> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
-        .ok_or_else(|| Error::Invalid(format!("command {} was not found in PATH", name.display())))
-}
-
-/// The shared libraries the dynamic loader would load for `program`, as
-/// `ldd` reports them (empty if `ldd` is missing or fails, such as for a
-/// static executable). Libraries opened later with `dlopen` are not known.
-pub fn shared_libraries(program: &Path) -> Vec<PathBuf> {
-    let Ok(out) = std::process::Command::new("ldd")
-        .arg(program)
-        .stderr(std::process::Stdio::null())
-        .output()
-    else {
-        return vec![];
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .filter_map(|line| {
-            // `libc.so.6 => /lib/.../libc.so.6 (0x...)` or `/abs/lib.so (0x...)`.
-            let rest = line.split_once("=> ").map_or(line, |(_, r)| r);
-            let path = rest.split(" (").next()?.trim();
-            path.starts_with('/').then(|| PathBuf::from(path))
+        .ok_or_else(|| Error::ProgramNotFound {
+            program: name.into(),
         })
-        .collect()
 }
 
 impl PausedCommand {
@@ -103,7 +83,7 @@ impl PausedCommand {
         argv0: &std::ffi::OsStr,
         args: &[OsString],
     ) -> Result<PausedCommand, Error> {
-        let nul = |_| Error::Invalid("the command contains a NUL byte".into());
+        let nul = |_| Error::NulInCommand;
         let c_program = CString::new(program.as_os_str().as_bytes()).map_err(nul)?;
         let mut c_args = vec![CString::new(argv0.as_bytes()).map_err(nul)?];
         for a in args {
@@ -150,12 +130,29 @@ impl PausedCommand {
 
     /// Lets the child execute the program; an error if `exec` failed.
     pub fn start(&mut self) -> Result<(), Error> {
-        let go = self
-            .go
-            .take()
-            .ok_or_else(|| Error::Invalid("the command was started already".into()))?;
-        // SAFETY: one byte from a valid buffer to an open pipe.
-        unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) };
+        let go = self.go.take().ok_or(Error::AlreadyStarted)?;
+        loop {
+            // SAFETY: one byte from a valid buffer to an open pipe.
+            if unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) } == 1 {
+                break;
+            }
+            let source = io::Error::last_os_error();
+            match source.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                // The child is gone (a signal ended it): how it ended is
+                // what try_wait and wait say.
+                Some(libc::EPIPE) => break,
+                _ => {
+                    // Closing the pipe unread makes the child exit unrun.
+                    drop(go);
+                    let _ = self.wait();
+                    return Err(Error::Os {
+                        what: format!("starting {}", self.program.display()),
+                        source,
+                    });
+                }
+            }
+        }
         drop(go);
         let mut errno = [0u8; 4];
         // SAFETY: reading at most 4 bytes into `errno`; the write end closes on exec.
@@ -179,7 +176,7 @@ impl PausedCommand {
     /// Waits for the child to end.
     pub fn wait(&mut self) -> Result<ExitStatus, Error> {
         if self.reaped {
-            return Err(Error::Invalid("the command was waited for already".into()));
+            return Err(Error::AlreadyWaited);
         }
         loop {
             if let Some(status) = self.waitpid(0)? {

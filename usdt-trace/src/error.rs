@@ -48,8 +48,84 @@ pub enum Error {
         /// The error.
         source: io::Error,
     },
-    /// A request that cannot be satisfied (such as attaching after the nop of
-    /// a site that has no long nop).
+    /// This kernel has no uprobe PMU (`/sys/bus/event_source/devices/uprobe`):
+    /// perf_event_open cannot attach uprobes.
+    NoUprobePmu,
+    /// The kernel refused a uprobe on the instruction at the site (ENOTSUPP:
+    /// such as a nop10 on a kernel that does not optimize nop10).
+    InstructionRefused {
+        /// `provider:name`.
+        probe: String,
+        /// The site's Location.
+        location: u64,
+        /// The file.
+        path: PathBuf,
+    },
+    /// [`AttachPoint::Next`](crate::AttachPoint::Next) on a site with no
+    /// long nop after its nop.
+    NoLongNop {
+        /// `provider:name`.
+        probe: String,
+        /// The site's Location.
+        location: u64,
+        /// Its layout.
+        layout: crate::SiteLayout,
+    },
+    /// [`AttachPoint::Next`](crate::AttachPoint::Next) on a `nop; nop10`
+    /// site, which kernels before the 7.3 series refuse.
+    Nop10Refused {
+        /// `provider:name`.
+        probe: String,
+        /// The site's Location.
+        location: u64,
+    },
+    /// A site outside every loaded segment of its file: it has no file
+    /// offset to attach to.
+    NotLoaded {
+        /// `provider:name`.
+        probe: String,
+        /// The site's Location.
+        location: u64,
+        /// The file.
+        path: PathBuf,
+    },
+    /// A semaphore at a file offset too large for the kernel's
+    /// `ref_ctr_offset` field.
+    SemaphoreOutOfRange {
+        /// `provider:name`.
+        probe: String,
+    },
+    /// A path the kernel cannot take: it contains a NUL byte.
+    NulInPath {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A command (program or argument) that contains a NUL byte.
+    NulInCommand,
+    /// A program name without `/` that no directory of `PATH` holds.
+    ProgramNotFound {
+        /// The name.
+        program: PathBuf,
+    },
+    /// [`PausedCommand::start`](crate::PausedCommand::start) called twice.
+    AlreadyStarted,
+    /// [`PausedCommand::wait`](crate::PausedCommand::wait) called after the
+    /// command was reaped.
+    AlreadyWaited,
+    /// No probe of a program matches the globs asked for.
+    NoMatch {
+        /// The program.
+        program: PathBuf,
+        /// The globs, space-separated.
+        globs: String,
+    },
+    /// An attach point other than `auto`, `nop` and `next`.
+    BadAttachPoint {
+        /// What was given.
+        value: String,
+    },
+    /// A request that cannot be satisfied, said in words (the `usdt`
+    /// command's own conditions).
     Invalid(String),
 }
 
@@ -72,6 +148,44 @@ impl fmt::Display for Error {
             Error::NoProcess(pid) => write!(f, "process {pid} does not exist or has exited"),
             Error::NotPermitted(what) => f.write_str(what),
             Error::Os { what, source } => write!(f, "{what}: {source}"),
+            Error::NoUprobePmu => f.write_str("this kernel has no uprobe PMU for perf_event_open"),
+            Error::InstructionRefused { probe, location, path } => write!(
+                f,
+                "the kernel refuses a uprobe on the instruction of {probe} at {location:#x} in {}",
+                path.display()
+            ),
+            Error::NoLongNop { probe, location, layout } => write!(
+                f,
+                "probe {probe} at {location:#x} (layout {layout}) has no long nop after a nop, so it cannot be attached at Location + 1"
+            ),
+            Error::Nop10Refused { probe, location } => write!(
+                f,
+                "probe {probe} at {location:#x} is a nop;nop10 site, and this kernel refuses uprobes on nop10 (only the 7.3 series accepts them)"
+            ),
+            Error::NotLoaded { probe, location, path } => write!(
+                f,
+                "probe {probe} at {location:#x} is not in a loaded part of {}",
+                path.display()
+            ),
+            Error::SemaphoreOutOfRange { probe } => write!(
+                f,
+                "the semaphore of {probe} is at a file offset too large for the kernel's ref_ctr_offset"
+            ),
+            Error::NulInPath { path } => {
+                write!(f, "the path {} contains a NUL byte", path.display())
+            }
+            Error::NulInCommand => f.write_str("the command contains a NUL byte"),
+            Error::ProgramNotFound { program } => {
+                write!(f, "command {} was not found in PATH", program.display())
+            }
+            Error::AlreadyStarted => f.write_str("the command was started already"),
+            Error::AlreadyWaited => f.write_str("the command was waited for already"),
+            Error::NoMatch { program, globs } => {
+                write!(f, "no probe of {} matches {globs}", program.display())
+            }
+            Error::BadAttachPoint { value } => {
+                write!(f, "the attach point is auto, nop or next, not \"{value}\"")
+            }
             Error::Invalid(what) => f.write_str(what),
         }
     }

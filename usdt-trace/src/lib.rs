@@ -4,15 +4,16 @@
 //! argument decoded (no BPF).
 //!
 //! This crate is for tracers, tests and operators; applications with probes
-//! depend on `usdt` only. Its binary, `usdt`, has `features`, `list`,
-//! `count` and `trace` commands built on this API.
+//! depend on `usdt` only. The `usdt` command (package usdt-cli) has
+//! `features`, `list`, `count`, `trace` and `bpftrace` commands built on
+//! this API.
 //!
 //! - Reading: [`read_file`] and [`read_sites`] give one [`Site`] per note, with
 //!   the Base adjustment applied, file offsets, parsed [`Arg`]uments and the
 //!   [`SiteLayout`] found at Location; [`read_process`] does it for every ELF
 //!   object a process maps, with its load bias. Malformed input is an
 //!   [`Error`], never a panic.
-//! - Attaching: a [`Tracer`] opens one uprobe perf event per site (per CPU for
+//! - Attaching: a [`PerfCounter`] opens one uprobe perf event per site (per CPU for
 //!   [`Target::AllProcesses`]) at the [`AttachPoint`] chosen from
 //!   [`KernelFeatures`] and the fork self-test ([`fork_test`]), with the semaphore's file offset as `ref_ctr_offset`;
 //!   dropping it detaches and the kernel lowers the semaphores again.
@@ -34,14 +35,14 @@
 //!   arguments").
 //!
 //! ```no_run
-//! use usdt_trace::{read_file, AttachPoint, Target, Tracer};
+//! use usdt_trace::{read_file, AttachPoint, Target, PerfCounter};
 //!
 //! let exe = "/usr/local/bin/server";
 //! let sites = read_file(exe)?;
 //! for site in &sites {
 //!     println!("{}:{} at {:#x} ({})", site.provider, site.name, site.location, site.layout);
 //! }
-//! let mut tracer = Tracer::new(AttachPoint::Auto);
+//! let mut tracer = PerfCounter::new(AttachPoint::Auto);
 //! tracer.attach(exe, sites.iter().filter(|s| s.provider == "http"), Target::Pid(4242))?;
 //! std::thread::sleep(std::time::Duration::from_secs(1));
 //! for (probe, hits) in tracer.probe_counts()? {
@@ -49,41 +50,43 @@
 //! }
 //! # Ok::<(), usdt_trace::Error>(())
 //! ```
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
 
-mod arg;
+mod arch;
 mod attach;
 pub mod bpf;
 mod bpftrace;
 mod command;
+mod elf;
 mod error;
 mod escape;
 mod glob;
-mod note;
+mod ldso;
+mod perf;
 mod process;
 mod record;
-mod ring;
 mod sample;
 mod selftest;
-mod signature;
 mod tracefs;
 
-pub use arg::{
+pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, PerfCounter, Target};
+pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
+pub use command::{resolve_program, ExitStatus, PausedCommand};
+pub use elf::arg::{
     parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
 };
-pub use attach::{
-    attach_delta, auto_attach_words, online_cpus, AttachPoint, AttachedSite, Target, Tracer,
-};
-pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
-pub use command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
-pub use error::Error;
-pub use escape::{escape, escape_name};
-pub use glob::{closest, glob_match};
-pub use note::{
+pub use elf::note::{
     layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,
     SkippedNote, MAX_NAME, MAX_READ, NT_STAPSDT, SITE_BYTES,
 };
+pub use elf::signature::{
+    parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
+    TypedArgs, TypedValue, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
+};
+pub use error::Error;
+pub use escape::{escape, escape_name};
+pub use glob::glob_match;
+pub use ldso::shared_libraries;
 pub use process::{
     load_bias, process_alive, process_exe, process_threads, read_maps, read_process,
     read_semaphore, MappedObject, Mapping,
@@ -93,8 +96,5 @@ pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
-pub use signature::{
-    parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
-    TypedArgs, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
-};
-pub use usdt_runtime::{KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};
+pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
+pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

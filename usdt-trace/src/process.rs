@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::note::{read_file_probes, ElfProbes};
+use crate::elf::note::{read_file_probes, ElfProbes};
 use crate::Error;
 
 /// One line of `/proc/PID/maps` backed by a file.
@@ -137,10 +137,10 @@ pub fn read_process(pid: u32) -> Result<Vec<MappedObject>, Error> {
 /// The difference between where the object is mapped and its link-time
 /// addresses, from the first mapping that a `PT_LOAD` segment covers.
 pub fn load_bias(probes: &ElfProbes, mappings: &[&Mapping]) -> Option<u64> {
-    const PAGE: u64 = 4096;
+    let page = usdt_runtime::page_size();
     mappings.iter().find_map(|m| {
         let seg = probes.segments.iter().find(|s| {
-            let first = s.offset & !(PAGE - 1);
+            let first = s.offset & !(page - 1);
             first <= m.offset && m.offset < s.offset.saturating_add(s.filesz.max(1))
         })?;
         // start - offset is where file offset 0 would be; a segment's
@@ -185,7 +185,7 @@ pub fn process_exe(pid: u32) -> Result<PathBuf, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::note::Segment;
+    use crate::elf::note::Segment;
 
     #[test]
     fn maps_lines() {

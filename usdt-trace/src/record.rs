@@ -5,9 +5,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::command::{resolve_program, shared_libraries, ExitStatus, PausedCommand};
+use crate::command::{resolve_program, ExitStatus, PausedCommand};
+use crate::elf::note::read_file_probes;
 use crate::glob::glob_match;
-use crate::note::read_file_probes;
+use crate::ldso::shared_libraries;
 use crate::process::process_threads;
 use crate::sample::{Hit, Sampler, Value};
 use crate::{AttachPoint, Error, Target};
@@ -126,11 +127,10 @@ impl Recorder {
         }
         if sampler.site_count() == 0 {
             child.kill();
-            return Err(Error::Invalid(format!(
-                "no probe of {} matches {}",
-                program.display(),
-                self.globs.join(" ")
-            )));
+            return Err(Error::NoMatch {
+                program: program.clone(),
+                globs: self.globs.join(" "),
+            });
         }
         child.start()?;
         let mut hits = vec![];

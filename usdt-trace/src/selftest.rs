@@ -3,7 +3,7 @@
 //!
 //! On Linux 6.18 it does not: the kernel rewrites the long nop into a `call`
 //! to `[uprobes-trampoline]`, and a child forked after that keeps the `call`
-//! but not the trampoline (DESIGN.md, "Fork"). Only a live test tells, so a
+//! but not the trampoline (the README's "The probe site"). Only a live test tells, so a
 //! tracer runs one before it lets [`AttachPoint::Auto`](crate::AttachPoint)
 //! take Location + 1:
 //!
@@ -441,6 +441,26 @@ unsafe fn scratch_child(go: i32, go_write: i32, site: unsafe extern "C" fn(), lo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sites above are spelled as `.byte` in `global_asm!` (which takes
+    /// only literals): they hold exactly the bytes usdt-runtime defines.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    #[test]
+    fn the_selftest_sites_hold_the_runtime_bytes() {
+        for (f, layout) in [
+            (
+                usdt_trace_fork_selftest_nop5 as unsafe extern "C" fn(),
+                SiteLayout::NopNop5,
+            ),
+            (usdt_trace_fork_selftest_nop10, SiteLayout::NopNop10),
+        ] {
+            let want = layout.x86_64_bytes().unwrap();
+            // SAFETY: the function's code is mapped readable, and it is
+            // longer than its site (the site, then `ret`).
+            let got = unsafe { std::slice::from_raw_parts(f as *const u8, want.len()) };
+            assert_eq!(got, want, "{layout}");
+        }
+    }
 
     #[test]
     fn exit_codes_in_words() {

@@ -35,7 +35,7 @@ use std::sync::OnceLock;
 /// Where the lock files of event groups are.
 pub(crate) const LOCK_DIR: &str = "/run/usdt/events";
 
-use crate::arg::{Arg, Operand, Reg64};
+use crate::elf::arg::{Arg, Operand, Reg64};
 
 /// Where an argument's fetched value is in the raw record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,26 +74,7 @@ fn root() -> Option<PathBuf> {
 
 /// tracefs's name of a 64-bit x86 register.
 fn reg_name(reg: Reg64) -> Option<&'static str> {
-    Some(match reg {
-        Reg64::Rax => "ax",
-        Reg64::Rbx => "bx",
-        Reg64::Rcx => "cx",
-        Reg64::Rdx => "dx",
-        Reg64::Rsi => "si",
-        Reg64::Rdi => "di",
-        Reg64::Rbp => "bp",
-        Reg64::Rsp => "sp",
-        Reg64::Rip => "ip",
-        Reg64::R8 => "r8",
-        Reg64::R9 => "r9",
-        Reg64::R10 => "r10",
-        Reg64::R11 => "r11",
-        Reg64::R12 => "r12",
-        Reg64::R13 => "r13",
-        Reg64::R14 => "r14",
-        Reg64::R15 => "r15",
-        Reg64::X(_) | Reg64::Sp => return None,
-    })
+    crate::arch::x86_64::register(reg).map(|r| r.tracefs)
 }
 
 /// The fetch argument for an operand's value, without a type: `Some(None)`

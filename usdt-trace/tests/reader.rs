@@ -49,7 +49,8 @@ fn c_probes_agree_with_readelf() {
     // The semaphore's bytes in the file are the initial 0 of `.probes`.
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[sem_off as usize..][..2], &[0, 0]);
-    assert_eq!(sem_off % 4096, sem % 4096);
+    let page = usdt_trace::page_size();
+    assert_eq!(sem_off % page, sem % page);
     let loc_off = guarded.location_offset.unwrap() as usize;
     assert_eq!(bytes[loc_off], 0x90);
 }
@@ -220,14 +221,22 @@ fn registers_name_the_full_register() {
 
 use common::elf::{elf_with_notes, note, AARCH64, X86_64};
 
-const NOP_NOP5: [u8; 6] = [0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00];
-const NOP_NOP10: [u8; 11] = [0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0];
+/// `nop; nop5`, as usdt-runtime defines it.
+fn nop_nop5() -> &'static [u8] {
+    SiteLayout::NopNop5.x86_64_bytes().unwrap()
+}
 
 #[test]
 fn layouts_from_the_bytes_at_location() {
     for (code, layout) in [
-        (&NOP_NOP5[..], SiteLayout::NopNop5),
-        (&NOP_NOP10[..], SiteLayout::NopNop10),
+        (
+            SiteLayout::NopNop5.x86_64_bytes().unwrap(),
+            SiteLayout::NopNop5,
+        ),
+        (
+            SiteLayout::NopNop10.x86_64_bytes().unwrap(),
+            SiteLayout::NopNop10,
+        ),
         (&[0x90, 0x0f, 0x1f, 0x40, 0x00][..], SiteLayout::Nop),
         (&[0xcc][..], SiteLayout::Other),
     ] {
@@ -260,7 +269,7 @@ fn aarch64_notes() {
     let args: Vec<String> = site.args.iter().map(|a| a.operand.to_string()).collect();
     assert_eq!(args, ["w1", "[sp, 16]", "x0", "[x2]", "$7"]);
     // The same x86 bytes mean nothing on aarch64, and x86 registers are unknown.
-    let sites = read_sites(&elf_with_notes(AARCH64, 0x80, &NOP_NOP5, &notes)).unwrap();
+    let sites = read_sites(&elf_with_notes(AARCH64, 0x80, nop_nop5(), &notes)).unwrap();
     assert_eq!(sites[0].layout, SiteLayout::Other);
     let x86 = note(0x80, 0x80, 0, "a64", "tick", "8@%rax");
     let sites = read_sites(&elf_with_notes(AARCH64, 0x80, &nop, &x86)).unwrap();
@@ -278,7 +287,7 @@ fn base_adjustment_follows_the_section() {
         note(0x8, 0x1000, 0, "p", "b", ""),
     ]
     .concat();
-    let sites = read_sites(&elf_with_notes(X86_64, 0x1080, &NOP_NOP5, &notes)).unwrap();
+    let sites = read_sites(&elf_with_notes(X86_64, 0x1080, nop_nop5(), &notes)).unwrap();
     assert_eq!(
         (sites[0].location, sites[0].note_base, sites[0].stapsdt_base),
         (0x80, 0x1000, Some(0x1080))
@@ -295,7 +304,7 @@ fn base_adjustment_follows_the_section() {
     assert!(sites[1].args.is_empty());
     // A Location outside every segment has no file offset and no bytes.
     let far = note(0x10_0000, 0x1080, 0, "p", "far", "");
-    let sites = read_sites(&elf_with_notes(X86_64, 0x1080, &NOP_NOP5, &far)).unwrap();
+    let sites = read_sites(&elf_with_notes(X86_64, 0x1080, nop_nop5(), &far)).unwrap();
     assert_eq!(
         (sites[0].location_offset, sites[0].layout),
         (None, SiteLayout::Other)
@@ -313,7 +322,7 @@ fn notes_with_bad_names_are_skipped_and_named() {
         note(0x80, 0x80, 0, "", "n", ""),
     ] {
         let notes = [bad, good.clone()].concat();
-        let probes = read_probes(&elf_with_notes(X86_64, 0x80, &NOP_NOP5, &notes)).unwrap();
+        let probes = read_probes(&elf_with_notes(X86_64, 0x80, nop_nop5(), &notes)).unwrap();
         assert_eq!(probes.skipped.len(), 1);
         assert_eq!(probes.skipped[0].index, 0);
         assert_eq!(probes.sites.len(), 1);
@@ -323,14 +332,14 @@ fn notes_with_bad_names_are_skipped_and_named() {
     let mut other = [8u32, 0, 1].map(u32::to_le_bytes).concat();
     other.extend(b"GNU\0\0\0\0\0");
     let notes = [other, note(0x80, 0x80, 0, "p", "", "")].concat();
-    let probes = read_probes(&elf_with_notes(X86_64, 0x80, &NOP_NOP5, &notes)).unwrap();
+    let probes = read_probes(&elf_with_notes(X86_64, 0x80, nop_nop5(), &notes)).unwrap();
     assert_eq!(
         probes.skipped[0].to_string(),
         "stapsdt note 1 is malformed and skipped: its provider or probe name is empty"
     );
     // Too many arguments: the note is skipped, naming its probe.
     let many = note(0x80, 0x80, 0, "p", "many", &"8@%rax ".repeat(40));
-    let probes = read_probes(&elf_with_notes(X86_64, 0x80, &NOP_NOP5, &many)).unwrap();
+    let probes = read_probes(&elf_with_notes(X86_64, 0x80, nop_nop5(), &many)).unwrap();
     assert!(
         probes.skipped[0].to_string().starts_with(
             "stapsdt note 0 (p:many) is malformed and skipped: cannot parse probe arguments"

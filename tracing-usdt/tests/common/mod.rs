@@ -17,7 +17,7 @@ pub fn programs() -> &'static (PathBuf, PathBuf) {
         let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tracing-usdt-programs");
         let mut cmd = Command::new(env!("CARGO"));
         cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--quiet", "-p", "tracing-usdt", "-p", "usdt-trace"])
+            .args(["build", "--quiet", "-p", "tracing-usdt", "-p", "usdt-cli"])
             .args(["--example", "tracing_demo", "--bin", "usdt", "--target-dir"])
             .arg(&target)
             .env_remove("RUSTFLAGS")
@@ -33,7 +33,7 @@ pub fn demo() -> &'static Path {
     &programs().0
 }
 
-/// The `usdt` command (usdt-trace).
+/// The `usdt` command (usdt-cli).
 pub fn usdt() -> &'static Path {
     &programs().1
 }

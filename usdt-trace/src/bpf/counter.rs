@@ -28,10 +28,10 @@ pub struct MultiSite {
 }
 
 impl MultiSite {
-    /// The uprobe for `site` of the file at `path`, placed as a [`Tracer`]
+    /// The uprobe for `site` of the file at `path`, placed as a [`PerfCounter`]
     /// places it (see [`AttachPoint`]), counted in `slot`.
     ///
-    /// [`Tracer`]: crate::Tracer
+    /// [`PerfCounter`]: crate::PerfCounter
     pub fn at(
         site: &Site,
         point: AttachPoint,

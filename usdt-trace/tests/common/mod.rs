@@ -30,10 +30,14 @@ pub const SETPRIV: Need = Need::package(
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The C probe programs (`usdt-trace/tests/c/`), shared by the tests of
+/// usdt-trace and of usdt-cli (both packages sit in the workspace root).
+pub const C_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../usdt-trace/tests/c");
+
 /// Compiles C sources from `tests/c/` with `cc` into `NAME` (once per test
 /// process) and returns the executable's path.
 pub fn build_c(name: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    let dir = Path::new(C_DIR);
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let out = tmp.join(std::process::id().to_string()).join(name);
     // Tests run in parallel: build once, under a lock (replacing a file a
@@ -131,7 +135,8 @@ pub fn readelf_notes(path: &Path) -> Vec<ReadelfNote> {
     notes
 }
 
-/// An example program of this package (`cargo test` builds the examples).
+/// An example program of usdt-cli (`cargo test -p usdt-cli` builds the
+/// examples).
 pub fn example(name: &str) -> PathBuf {
     let deps = std::env::current_exe().unwrap();
     let path = deps
@@ -143,7 +148,7 @@ pub fn example(name: &str) -> PathBuf {
         .join(name);
     assert!(
         path.exists(),
-        "{} is missing: run `cargo test -p usdt-trace`, which builds the examples",
+        "{} is missing: run `cargo test -p usdt-cli`, which builds the examples",
         path.display()
     );
     path

@@ -8,6 +8,7 @@
 //! Every child has a deadline; signals go only to pids > 0 (`kill(0, ...)`
 //! would hit this test's own process group).
 
+#[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader, Read};

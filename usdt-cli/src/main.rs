@@ -1,5 +1,6 @@
-//! `usdt`: list the USDT probes of a binary or process, count their hits, and
-//! say what the kernel can do for them.
+//! `usdt`: list the USDT probes of a binary or process, count their hits,
+//! trace them with their arguments, write a bpftrace program that prints
+//! them, and say what the kernel can do for them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -9,46 +10,39 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
+mod args;
+mod closest;
 mod count_engine;
 mod trace_cmd;
 mod typed;
 
+use args::{Cli, Command, CountArgs, ListArgs, TraceArgs};
+use closest::closest;
 use count_engine::{Counter, Engine};
 
 use usdt_trace::{
-    auto_attach_words, closest, escape, escape_name, fork_test, glob_match, process_alive,
-    read_file_probes, read_process, read_semaphore, resolve_program, shared_libraries,
-    tracer_features, AttachPoint, ElfProbes, Error, ExitStatus, KernelFeatures, OptimizedFork,
-    PausedCommand, Site, SiteLayout, Target, UprobeSyscall, FORK_TEST_CACHE,
+    escape, escape_name, fork_test, glob_match, process_alive, read_file_probes, read_process,
+    read_semaphore, resolve_program, shared_libraries, tracer_features, AttachPoint, ElfProbes,
+    Error, ExitStatus, KernelFeatures, OptimizedFork, PausedCommand, Site, SiteLayout, Target,
+    UprobeSyscall, FORK_TEST_CACHE,
 };
-
-const USAGE: &str = "\
-usage:
-  usdt features
-  usdt list [--sites] BINARY
-  usdt list [--sites] -p PID
-  usdt count [--interval N] [--attach auto|nop|next] [--engine auto|bpf|perf] [--duration S]
-             [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...] | --all BINARY)
-  usdt trace [--str PROBE-GLOB:N]... [--json] [--raw] [--limit N] [--attach auto|nop|next]
-             [--no-tracefs] [PROBE-GLOB...] (-p PID | -- COMMAND [ARGS...])
-  usdt bpftrace BINARY [PROBE-GLOB...]
-
-PROBE-GLOB matches provider:name, with * and ? ('http:*'); none means every probe.
-trace shows a #[usdt::provider] probe's arguments by name and type (id=1
-path=\"/a\"); --raw, and probes without a signature, show arg0=N...
-bpftrace prints a bpftrace program printing the same lines:
-  bpftrace -e \"$(usdt bpftrace BIN)\" -c BIN
-count --all counts every process that runs BINARY (or maps it, for a library).
-count's engine: one BPF uprobe_multi link per file, counting every thread
-(Linux 6.6+), or one perf event per site (the main thread only); auto picks
-BPF when the kernel has it. $USDT_COUNT_ENGINE sets the default.";
 
 /// The exit status after stdout was closed, as if SIGPIPE had ended us.
 const BROKEN_PIPE: i32 = 128 + libc::SIGPIPE;
 
 fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let code = match run(args) {
+    let cli = match Cli::parse_args(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err((text, to_stderr, code)) => {
+            let _ = if to_stderr {
+                std::io::stderr().write_all(text.as_bytes())
+            } else {
+                std::io::stdout().write_all(text.as_bytes())
+            };
+            return ExitCode::from(code as u8);
+        }
+    };
+    let code = match run(cli.command) {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => BROKEN_PIPE,
         Err(e) => {
@@ -82,20 +76,13 @@ macro_rules! out {
     };
 }
 
-fn run(args: Vec<OsString>) -> Result<i32, Error> {
-    let usage = || Error::Invalid(USAGE.into());
-    let (command, rest) = args.split_first().ok_or_else(usage)?;
-    match command.to_str().ok_or_else(usage)? {
-        "features" if rest.is_empty() => features(),
-        "list" => list(rest),
-        "count" => count(rest),
-        "trace" => trace_cmd::trace(rest),
-        "bpftrace" => typed::bpftrace(rest),
-        "-h" | "--help" | "help" => {
-            out!("{USAGE}");
-            Ok(0)
-        }
-        _ => Err(usage()),
+fn run(command: Command) -> Result<i32, Error> {
+    match command {
+        Command::Features => features(),
+        Command::List(args) => list(args),
+        Command::Count(args) => count(args),
+        Command::Trace(args) => trace_cmd::trace(args),
+        Command::Bpftrace(args) => typed::bpftrace(args),
     }
 }
 
@@ -163,13 +150,24 @@ fn features() -> Result<i32, Error> {
     Ok(0)
 }
 
-/// Options and operands shared by `list` and `count`.
+/// Where `Auto` attaches on this kernel, in words (for listings).
+fn auto_attach_words(layout: SiteLayout, features: &KernelFeatures) -> &'static str {
+    if features.attach_after_nop(layout) {
+        "+1 (optimized)"
+    } else if features.optimizes(layout) {
+        "nop (fork-safe)"
+    } else {
+        "nop"
+    }
+}
+
+/// What `count` and `trace` do, from their command lines.
 #[derive(Default)]
 struct Opts {
     pid: Option<u32>,
-    sites: bool,
     interval: Option<Duration>,
     attach: AttachPoint,
+    /// The probe globs.
     operands: Vec<String>,
     command: Vec<OsString>,
     /// `trace --str`: probe glob and argument index.
@@ -187,133 +185,54 @@ struct Opts {
     duration: Option<Duration>,
 }
 
-/// Which command the options are for.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Cmd {
-    List,
-    Count,
-    Trace,
-}
-
-fn parse_opts(args: &[OsString], cmd: Cmd) -> Result<Opts, Error> {
-    let count = cmd != Cmd::List;
-    let trace = cmd == Cmd::Trace;
-    let usage = || Error::Invalid(USAGE.into());
-    let mut opts = Opts::default();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        if arg == "--" && count {
-            opts.command = it.by_ref().cloned().collect();
-            break;
-        }
-        let arg = arg.to_str().ok_or_else(usage)?;
-        let mut value = |name: &str| {
-            let v = it.next().and_then(|v| v.to_str()).map(str::to_string);
-            v.ok_or_else(|| Error::Invalid(format!("{name} needs a value")))
-        };
-        match arg {
-            "-p" | "--pid" => {
-                let v = value("-p")?;
-                let pid = v
-                    .parse()
-                    .ok()
-                    .filter(|p| *p > 0 && *p <= i32::MAX as u32)
-                    .ok_or_else(|| Error::Invalid(format!("\"{v}\" is not a process id")))?;
-                opts.pid = Some(pid);
-            }
-            "--sites" if !count => opts.sites = true,
-            "--str" if trace => {
-                let v = value("--str")?;
-                opts.strings.push(parse_str_option(&v)?);
-            }
-            "--json" if trace => opts.json = true,
-            "--raw" if trace => opts.raw = true,
-            "--no-tracefs" if trace => opts.no_tracefs = true,
-            "--limit" if trace => {
-                let v = value("--limit")?;
-                let n = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    Error::Invalid(format!(
-                        "the limit is a positive number of hits, not \"{v}\""
-                    ))
-                })?;
-                opts.limit = Some(n);
-            }
-            "--interval" | "-i" if count && !trace => {
-                let v = value("--interval")?;
-                opts.interval = Some(parse_interval(&v)?);
-            }
-            "--attach" if count => opts.attach = value("--attach")?.parse()?,
-            "--engine" if count && !trace => opts.engine = Some(value("--engine")?.parse()?),
-            "--all" if count && !trace => opts.all = Some(value("--all")?.into()),
-            "--duration" if count && !trace => {
-                let v = value("--duration")?;
-                let secs: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| *s > 0.0 && s.is_finite())
-                    .ok_or_else(|| {
-                        Error::Invalid(format!(
-                            "the duration is a positive number of seconds, not \"{v}\""
-                        ))
-                    })?;
-                opts.duration = Some(Duration::try_from_secs_f64(secs).map_err(|_| {
-                    Error::Invalid(format!(
-                        "the duration is a positive number of seconds, not \"{v}\""
-                    ))
-                })?);
-            }
-            "-h" | "--help" => return Err(usage()),
-            a if a.starts_with('-') && a.len() > 1 => {
-                return Err(Error::Invalid(format!("unknown option {a}\n{USAGE}")))
-            }
-            a => opts.operands.push(a.into()),
+impl From<CountArgs> for Opts {
+    fn from(a: CountArgs) -> Opts {
+        Opts {
+            pid: a.pid,
+            interval: a.interval,
+            attach: a.attach.into(),
+            operands: a.globs,
+            command: a.command,
+            engine: a.engine,
+            all: a.all,
+            duration: a.duration,
+            ..Opts::default()
         }
     }
-    Ok(opts)
 }
 
-/// Seconds, at least a millisecond and at most a day.
-fn parse_interval(v: &str) -> Result<Duration, Error> {
-    let secs: f64 = v
-        .parse()
-        .map_err(|_| Error::Invalid(format!("the interval is a number of seconds, not \"{v}\"")))?;
-    if !(0.001..=86_400.0).contains(&secs) {
-        return Err(Error::Invalid(format!(
-            "the interval is between 0.001 and 86400 seconds, not \"{v}\""
-        )));
+impl From<TraceArgs> for Opts {
+    fn from(a: TraceArgs) -> Opts {
+        Opts {
+            pid: a.pid,
+            attach: a.attach.into(),
+            operands: a.globs,
+            command: a.command,
+            strings: a.strings,
+            json: a.json,
+            raw: a.raw,
+            limit: a.limit,
+            no_tracefs: a.no_tracefs,
+            ..Opts::default()
+        }
     }
-    Ok(Duration::from_secs_f64(secs))
 }
 
-/// `PROBE-GLOB:N`, split at the last colon.
-fn parse_str_option(v: &str) -> Result<(String, usize), Error> {
-    let bad = || {
-        Error::Invalid(format!(
-            "--str takes PROBE-GLOB:N, such as 'http:request_start:1', not \"{v}\""
-        ))
-    };
-    let (glob, n) = v.rsplit_once(':').ok_or_else(bad)?;
-    let n: usize = n.parse().map_err(|_| bad())?;
-    if !glob.contains(':') || n >= usdt_trace::MAX_ARGS {
-        return Err(bad());
-    }
-    Ok((glob.into(), n))
-}
-
-fn list(args: &[OsString]) -> Result<i32, Error> {
-    let opts = parse_opts(args, Cmd::List)?;
-    match (opts.pid, opts.operands.as_slice()) {
-        (Some(pid), []) => list_process(pid, opts.sites),
-        (None, [binary]) => {
+fn list(args: ListArgs) -> Result<i32, Error> {
+    match (args.pid, args.binary) {
+        (Some(pid), _) => list_process(pid, args.sites),
+        (None, Some(binary)) => {
+            let binary = binary.as_str();
             let probes = read_probes_of(Path::new(binary))?;
             if probes.sites.is_empty() {
                 return Err(Error::Invalid(format!("{} has no probes", escape(binary))));
             }
             let sigs = typed::signatures([Path::new(binary)]);
-            print_table(&probes.sites, &sigs, 0, opts.sites, &|_| None)?;
+            print_table(&probes.sites, &sigs, 0, args.sites, &|_| None)?;
             Ok(0)
         }
-        _ => Err(Error::Invalid(USAGE.into())),
+        // clap asks for one of them.
+        (None, None) => unreachable!("list without -p or BINARY"),
     }
 }
 
@@ -460,15 +379,15 @@ pub(crate) fn raise_fd_limit() {
     }
 }
 
-fn count(args: &[OsString]) -> Result<i32, Error> {
+fn count(args: CountArgs) -> Result<i32, Error> {
     catch_signals();
-    let opts = parse_opts(args, Cmd::Count)?;
+    let opts = Opts::from(args);
     raise_fd_limit();
-    match (opts.pid, opts.command.is_empty(), &opts.all) {
-        (Some(pid), true, None) => count_process(pid, &opts),
-        (None, false, None) => count_command(&opts),
-        (None, true, Some(binary)) => count_all(binary, &opts),
-        _ => Err(Error::Invalid(USAGE.into())),
+    // clap lets exactly one of -p, --all and COMMAND through.
+    match (opts.pid, &opts.all) {
+        (Some(pid), _) => count_process(pid, &opts),
+        (None, Some(binary)) => count_all(binary, &opts),
+        (None, None) => count_command(&opts),
     }
 }
 

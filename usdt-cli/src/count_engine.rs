@@ -6,23 +6,23 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use usdt_trace::bpf::{uprobe_multi_support, ProbeCounter, UprobeMulti};
-use usdt_trace::{AttachPoint, Error, Site, Target, Tracer};
+use usdt_trace::{AttachPoint, Error, PerfCounter, Site, Target};
 
 /// The environment variable that chooses the engine when `--engine` is not
 /// given.
 pub(crate) const ENGINE_ENV: &str = "USDT_COUNT_ENGINE";
 
 /// Which engine counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Engine {
     /// BPF where the kernel has uprobe_multi links, else perf (with a
-    /// notice).
+    /// notice)
     #[default]
     Auto,
-    /// BPF uprobe_multi links, or an error.
+    /// BPF uprobe_multi links, or an error
     Bpf,
     /// One perf event per site (per CPU for every process): counts only the
-    /// thread whose id is the process id.
+    /// thread whose id is the process id
     Perf,
 }
 
@@ -86,7 +86,7 @@ pub(crate) enum Counter {
     /// One uprobe_multi link per file.
     Bpf(ProbeCounter),
     /// One perf event per site.
-    Perf(Tracer),
+    Perf(PerfCounter),
 }
 
 impl Counter {
@@ -109,7 +109,7 @@ impl Counter {
             let counter = ProbeCounter::attach(files, point, target)?;
             return Ok(interrupted().is_none().then_some(Counter::Bpf(counter)));
         }
-        let mut tracer = Tracer::new(point).enable_later(true);
+        let mut tracer = PerfCounter::new(point).enable_later(true);
         for (path, sites) in files {
             for site in sites {
                 if interrupted().is_some() {
@@ -121,7 +121,7 @@ impl Counter {
         if interrupted().is_some() {
             return Ok(None);
         }
-        tracer.enable();
+        tracer.enable()?;
         Ok(Some(Counter::Perf(tracer)))
     }
 

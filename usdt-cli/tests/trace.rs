@@ -3,6 +3,7 @@
 //! probes with memory and immediate operands; a million hits with no silent
 //! loss; JSON; errors. Needs root (CI runs as root) and bpftrace.
 
+#[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -2,6 +2,7 @@
 //! optimized path's trampoline, semaphores and lazy closures. Needs root (CI
 //! runs as root).
 
+#[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
@@ -10,7 +11,7 @@ use std::path::Path;
 use common::{cdemo, example, wait_for, Serve};
 use usdt_trace::{
     fork_test, read_file_probes, read_process, read_semaphore, tracer_features, AttachPoint, Error,
-    OptimizedFork, Site, SiteLayout, Target, Tracer,
+    OptimizedFork, PerfCounter, Site, SiteLayout, Target,
 };
 
 /// The load bias of `path` in process `pid`.
@@ -24,7 +25,7 @@ fn bias(pid: u32, path: &Path) -> u64 {
         .bias
 }
 
-fn counts(tracer: &Tracer) -> BTreeMap<String, u64> {
+fn counts(tracer: &PerfCounter) -> BTreeMap<String, u64> {
     tracer.probe_counts().unwrap()
 }
 
@@ -35,9 +36,10 @@ fn rust_probes_at(point: AttachPoint) -> bool {
     let sites = read_file_probes(&exe).unwrap().sites;
     assert!(sites.iter().all(|s| s.layout == SiteLayout::NopNop5));
     // The kernel optimizes only a nop5 within one page: where the linker put
-    // a site decides (4 offsets in 4096), and a site across a page is
+    // a site decides (4 offsets in a page), and a site across a page is
     // emulated, counted just as exactly. The trampoline needs one that is not.
-    let within_page = |s: &Site| (s.location + 1) / 4096 == (s.location + 5) / 4096;
+    let page = usdt_trace::page_size();
+    let within_page = |s: &Site| (s.location + 1) / page == (s.location + 5) / page;
     assert!(
         sites.iter().any(within_page),
         "every site's nop5 crosses a page: {sites:#?}"
@@ -49,7 +51,7 @@ fn rust_probes_at(point: AttachPoint) -> bool {
     assert_eq!(read_semaphore(serve.pid, semaphore).unwrap(), 0);
     assert_eq!(serve.fire("2 3 4"), 0, "no closure runs before attaching");
 
-    let mut tracer = Tracer::new(point);
+    let mut tracer = PerfCounter::new(point);
     tracer.attach(&exe, &sites, Target::Pid(serve.pid)).unwrap();
     // The kernel counts one per attached uprobe: one per site of the probe
     // (an optimizer may emit the lazy probe's site more than once).
@@ -142,7 +144,7 @@ fn c_probes_count_exactly_with_their_semaphore() {
         let mut serve = Serve::start(&exe);
         let guarded = sites.iter().find(|s| s.name == "guarded").unwrap();
         let semaphore = guarded.semaphore.unwrap() + bias(serve.pid, &exe);
-        let mut tracer = Tracer::new(point);
+        let mut tracer = PerfCounter::new(point);
         tracer.attach(&exe, &sites, Target::Pid(serve.pid)).unwrap();
         tracer
             .attach(&lib.path, &lib_sites, Target::Pid(serve.pid))
@@ -179,11 +181,11 @@ fn next_is_refused_on_a_single_nop_site() {
     let exe = cdemo();
     let sites: Vec<Site> = read_file_probes(&exe).unwrap().sites;
     let serve = Serve::start(&exe);
-    let mut tracer = Tracer::new(AttachPoint::Next);
+    let mut tracer = PerfCounter::new(AttachPoint::Next);
     let e = tracer
         .attach(&exe, &sites, Target::Pid(serve.pid))
         .unwrap_err();
-    assert!(matches!(e, Error::Invalid(_)));
+    assert!(matches!(e, Error::NoLongNop { .. }));
     assert!(e.to_string().contains("no long nop"), "{e}");
     assert!(tracer.sites().is_empty());
     serve.finish();
@@ -199,7 +201,7 @@ fn every_process_of_a_binary() {
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("traced-all-{}", std::process::id()));
     std::fs::copy(example("traced"), &exe).unwrap();
     let sites = read_file_probes(&exe).unwrap().sites;
-    let mut tracer = Tracer::new(AttachPoint::Auto);
+    let mut tracer = PerfCounter::new(AttachPoint::Auto);
     tracer.attach(&exe, &sites, Target::AllProcesses).unwrap();
     let mut a = Serve::start(&exe);
     let mut b = Serve::start(&exe);
@@ -227,7 +229,7 @@ fn a_process_that_exited_is_an_error() {
     let pid = serve.pid;
     serve.finish();
     let sites = read_file_probes(&exe).unwrap().sites;
-    let mut tracer = Tracer::new(AttachPoint::Auto);
+    let mut tracer = PerfCounter::new(AttachPoint::Auto);
     let e = tracer.attach(&exe, &sites, Target::Pid(pid)).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -255,9 +257,9 @@ fn semaphores_are_left_as_found() {
     let pid = serve.pid;
     let sem = || read_semaphore(pid, semaphore).unwrap();
     let per_tracer = sites_of(&sites, "lazy");
-    let mut first = Tracer::new(AttachPoint::Nop);
+    let mut first = PerfCounter::new(AttachPoint::Nop);
     first.attach(&exe, &sites, Target::Pid(serve.pid)).unwrap();
-    let mut second = Tracer::new(AttachPoint::Next);
+    let mut second = PerfCounter::new(AttachPoint::Next);
     second.attach(&exe, &sites, Target::Pid(serve.pid)).unwrap();
     assert_eq!(sem(), 2 * per_tracer, "one count per attached uprobe");
     assert_eq!(serve.fire("1 3 1"), 3);

@@ -24,7 +24,7 @@ use object::read::elf::{FileHeader, SectionHeader};
 use object::Endianness;
 use usdt_runtime::kind;
 
-use crate::note::Site;
+use crate::elf::note::Site;
 use crate::sample::{Hit, Value};
 use crate::Error;
 
@@ -393,27 +393,44 @@ impl<'a> TypedArgs<'a> {
         out
     }
 
-    /// `{"id": 1, "path": "/index.html", "data": "0102ff"}`: JSON numbers,
-    /// strings and booleans; byte slices as hex strings, pointers as `0x`
-    /// strings, durations as nanoseconds, unreadable memory as `null`.
-    pub fn json(&self) -> serde_json::Map<String, serde_json::Value> {
+    /// Each parameter with its value: for a byte slice the bytes read
+    /// (a [`Value::Str`], or unreadable), else the hit's argument. What a
+    /// caller formats otherwise (the `usdt` command's JSON lines).
+    pub fn values(&self) -> impl Iterator<Item = TypedValue<'_>> {
         let indices = self.sig.operand_indices();
         self.sig
             .params
             .iter()
-            .zip(&indices)
-            .enumerate()
-            .map(|(n, (p, &i))| {
-                let v = match &self.bytes[n] {
-                    Some(Value::Str { bytes, .. }) => serde_json::Value::String(
-                        bytes.iter().map(|b| format!("{b:02x}")).collect(),
-                    ),
-                    Some(_) => serde_json::Value::Null,
-                    None => json_of(p.kind, &self.hit.args[i]),
-                };
-                (p.name.clone(), v)
+            .zip(indices)
+            .zip(&self.bytes)
+            .map(|((param, i), bytes)| TypedValue {
+                name: &param.name,
+                kind: param.kind,
+                value: bytes.as_ref().unwrap_or(&self.hit.args[i]),
             })
-            .collect()
+    }
+}
+
+/// One parameter of a hit, from [`TypedArgs::values`].
+#[derive(Clone, Copy, Debug)]
+pub struct TypedValue<'a> {
+    /// The parameter's name.
+    pub name: &'a str,
+    /// Its kind.
+    pub kind: Kind,
+    /// Its value: a [`Kind::Bytes`] parameter's bytes as a [`Value::Str`]
+    /// (or [`Value::Unreadable`]); otherwise the argument as sampled.
+    pub value: &'a Value,
+}
+
+impl TypedValue<'_> {
+    /// A float parameter's value (an `f32` through its shortest decimal
+    /// form, so `1.1` stays `1.1`), or `None` for other kinds.
+    pub fn float(&self) -> Option<f64> {
+        match (self.kind, self.value) {
+            (Kind::F32 | Kind::F64, Value::Int(n)) => Some(float(self.kind, *n)),
+            _ => None,
+        }
     }
 }
 
@@ -544,32 +561,6 @@ fn push_quoted(out: &mut String, bytes: &[u8]) {
         }
     }
     out.push('"');
-}
-
-fn json_of(kind: Kind, v: &Value) -> serde_json::Value {
-    use serde_json::Value as J;
-    let n = match v {
-        Value::Int(n) => *n,
-        Value::Str { bytes, .. } => return J::String(String::from_utf8_lossy(bytes).into_owned()),
-        Value::F32(_) | Value::F64(_) => return v.float().map_or(J::Null, Into::into),
-        Value::Bytes(_) => return J::String(v.to_string().trim_start_matches("hex:").into()),
-        Value::Unreadable(_) | Value::Unavailable(_) => return J::Null,
-    };
-    match kind {
-        Kind::Bool => J::Bool(n != 0),
-        Kind::Char => char::from_u32(n as u32).map_or(J::Null, |c| J::String(c.into())),
-        Kind::F32 | Kind::F64 => {
-            serde_json::Number::from_f64(float(kind, n)).map_or(J::Null, J::Number)
-        }
-        Kind::Pointer | Kind::Str | Kind::CStr | Kind::Bytes => {
-            J::String(format!("{:#x}", n as u64))
-        }
-        _ => match (i64::try_from(n), u64::try_from(n)) {
-            (Ok(i), _) => i.into(),
-            (_, Ok(u)) => u.into(),
-            _ => J::Null,
-        },
-    }
 }
 
 #[cfg(test)]

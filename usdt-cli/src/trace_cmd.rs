@@ -1,6 +1,5 @@
 //! `usdt trace`: one line per probe hit with its decoded arguments.
 
-use std::ffi::OsString;
 use std::io::{BufWriter, Stdout, Write};
 use std::time::Duration;
 
@@ -8,19 +7,19 @@ use usdt_trace::{
     escape_name, process_alive, process_threads, Error, Hit, Sampler, Signatures, Target, Value,
 };
 
+use crate::args::TraceArgs;
 use crate::{
-    catch_signals, command_objects, finish_command, interrupted, matches, parse_opts,
-    process_objects, raise_fd_limit, select, typed, warn_next, Cmd, Objects, Opts, BROKEN_PIPE,
-    USAGE,
+    catch_signals, command_objects, finish_command, interrupted, matches, process_objects,
+    raise_fd_limit, select, typed, warn_next, Objects, Opts, BROKEN_PIPE,
 };
 
-pub(crate) fn trace(args: &[OsString]) -> Result<i32, Error> {
+pub(crate) fn trace(args: TraceArgs) -> Result<i32, Error> {
     catch_signals();
-    let opts = parse_opts(args, Cmd::Trace)?;
-    match (opts.pid, opts.command.is_empty()) {
-        (Some(pid), true) => trace_process(pid, &opts),
-        (None, false) => trace_command(&opts),
-        _ => Err(Error::Invalid(USAGE.into())),
+    let opts = Opts::from(args);
+    // clap lets exactly one of -p and COMMAND through.
+    match opts.pid {
+        Some(pid) => trace_process(pid, &opts),
+        None => trace_command(&opts),
     }
 }
 

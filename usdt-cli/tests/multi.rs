@@ -3,6 +3,7 @@
 //! the message without privilege. Needs root and Linux 6.6 or later (CI runs
 //! as root on 6.18).
 
+#[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
@@ -143,8 +144,8 @@ fn pid_0_counts_every_process_of_the_file_and_forked_children() {
     let (counter, names) = counter_for(&exe, Target::AllProcesses);
     assert_eq!(a.run("threads 2 100"), "done");
     assert_eq!(b.run("threads 3 100"), "done");
-    // A forked child of b (b has not hit the site since the fork, see
-    // DESIGN.md on forks and the optimized path).
+    // A forked child of b (b has not hit the site since the fork, see the
+    // README's "The probe site" on forks and the optimized path).
     assert_eq!(b.run("fork 50"), "done");
     // A process started after attaching.
     let mut c = Multi::start(&exe);

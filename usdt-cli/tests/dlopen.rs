@@ -2,6 +2,7 @@
 //! (`-- CMD`) or attached (`-p`) are found by watching the process's
 //! mappings and counted, with either engine.
 
+#[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
 
 use std::path::PathBuf;

@@ -41,22 +41,32 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
-use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::arg::{Arg, Operand, Reg, Reg64, RegWidth};
 use crate::attach::{
-    attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open, PerfEventAttr, Uprobe,
+    attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open, Uprobe,
 };
+use crate::elf::arg::Operand;
+use crate::elf::note::Site;
 use crate::glob::glob_match;
-use crate::note::Site;
-use crate::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
-use crate::tracefs::{data_loc_string, DynEvent, Field};
+use crate::perf::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
+use crate::perf::{
+    self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
+    SAMPLE_TIME, TYPE_TRACEPOINT,
+};
+use crate::tracefs::DynEvent;
+
+mod decode;
+mod plan;
+mod value;
+
 use crate::{AttachPoint, Error, KernelFeatures, Target};
+use decode::{decode_sample, Fields};
+use plan::{Plan, RawPlan};
+pub use value::{Hit, Value};
 
 /// The longest string read for a string argument, in bytes (without its
 /// NUL): the same bound as the Rust probes' staged copies.
@@ -75,568 +85,6 @@ pub const DEFAULT_RING_PAGES: usize = 4096;
 
 /// The fewest data pages of a per-CPU ring buffer.
 const MIN_CPU_RING_PAGES: usize = 256;
-
-/// A decoded argument.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Value {
-    /// An integer, signed or unsigned as the note says (`i128` holds both
-    /// `i64` and `u64` exactly).
-    Int(i128),
-    /// A NUL-terminated string, without its NUL.
-    Str {
-        /// The bytes.
-        bytes: Vec<u8>,
-        /// Whether it went on past [`STRING_MAX`] bytes (only those were read).
-        truncated: bool,
-    },
-    /// Memory the argument points at could not be read (the address).
-    Unreadable(u64),
-    /// A 4-byte float (`4f@`), as its bits (so that values compare exactly).
-    F32(u32),
-    /// An 8-byte float (`8f@`), as its bits.
-    F64(u64),
-    /// A 16 or 24-byte value (a struct or `__int128` passed by value), as
-    /// the bytes in memory order.
-    Bytes(Vec<u8>),
-    /// The argument cannot be read: why (`xmm registers are not sampled`).
-    Unavailable(String),
-}
-
-impl Value {
-    /// The integer, if this is one.
-    pub fn int(&self) -> Option<i128> {
-        match self {
-            Value::Int(n) => Some(*n),
-            _ => None,
-        }
-    }
-
-    /// The float, if this is one.
-    pub fn float(&self) -> Option<f64> {
-        match self {
-            Value::F32(bits) => Some(f32::from_bits(*bits).into()),
-            Value::F64(bits) => Some(f64::from_bits(*bits)),
-            _ => None,
-        }
-    }
-
-    /// The string's bytes, if this is a string.
-    pub fn str_bytes(&self) -> Option<&[u8]> {
-        match self {
-            Value::Str { bytes, .. } => Some(bytes),
-            _ => None,
-        }
-    }
-}
-
-macro_rules! value_from_int {
-    ($($t:ty)*) => {$(
-        impl From<$t> for Value {
-            fn from(n: $t) -> Value {
-                Value::Int(n as i128)
-            }
-        }
-    )*};
-}
-value_from_int!(u8 u16 u32 u64 usize i8 i16 i32 i64 isize bool);
-
-impl From<f32> for Value {
-    fn from(x: f32) -> Value {
-        Value::F32(x.to_bits())
-    }
-}
-
-impl From<f64> for Value {
-    fn from(x: f64) -> Value {
-        Value::F64(x.to_bits())
-    }
-}
-
-impl From<char> for Value {
-    fn from(c: char) -> Value {
-        Value::Int(c as i128)
-    }
-}
-
-impl From<&str> for Value {
-    fn from(s: &str) -> Value {
-        Value::Str {
-            bytes: s.as_bytes().to_vec(),
-            truncated: false,
-        }
-    }
-}
-
-/// Integers in decimal, floats as Rust prints them (`1.5`, `-3.25`, `NaN`),
-/// strings quoted with C-style escapes (`"a\"b\n\x01"`) and `...` after a
-/// truncated one, bytes in hex after `hex:`, unreadable memory as
-/// `<unreadable 0x..>`, an argument that cannot be read as `? (why)`.
-impl fmt::Display for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            // 64-bit formatting is much faster than i128's.
-            Value::Int(n) => match (i64::try_from(*n), u64::try_from(*n)) {
-                (Ok(i), _) => write!(f, "{i}"),
-                (_, Ok(u)) => write!(f, "{u}"),
-                _ => write!(f, "{n}"),
-            },
-            Value::Str { bytes, truncated } => {
-                f.write_str("\"")?;
-                for &b in bytes {
-                    match b {
-                        b'"' => f.write_str("\\\"")?,
-                        b'\\' => f.write_str("\\\\")?,
-                        b'\n' => f.write_str("\\n")?,
-                        b'\t' => f.write_str("\\t")?,
-                        b'\r' => f.write_str("\\r")?,
-                        0x20..=0x7e => write!(f, "{}", b as char)?,
-                        _ => write!(f, "\\x{b:02x}")?,
-                    }
-                }
-                f.write_str(if *truncated { "\"..." } else { "\"" })
-            }
-            Value::Unreadable(addr) => write!(f, "<unreadable {addr:#x}>"),
-            Value::F32(bits) => write!(f, "{}", f32::from_bits(*bits)),
-            Value::F64(bits) => write!(f, "{}", f64::from_bits(*bits)),
-            Value::Bytes(bytes) => {
-                f.write_str("hex:")?;
-                bytes.iter().try_for_each(|b| write!(f, "{b:02x}"))
-            }
-            Value::Unavailable(why) => write!(f, "? ({why})"),
-        }
-    }
-}
-
-/// One probe hit with its decoded arguments.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Hit {
-    /// When it fired: `CLOCK_MONOTONIC` nanoseconds.
-    pub time_ns: u64,
-    /// The process id.
-    pub pid: u32,
-    /// The thread id.
-    pub tid: u32,
-    /// The provider.
-    pub provider: Arc<str>,
-    /// The probe name.
-    pub name: Arc<str>,
-    /// The arguments, in note order.
-    pub args: Vec<Value>,
-}
-
-impl Hit {
-    /// `provider:name`.
-    pub fn probe(&self) -> String {
-        format!("{}:{}", self.provider, self.name)
-    }
-
-    /// Whether this is a hit of `provider:name`.
-    pub fn is(&self, probe: &str) -> bool {
-        probe.split_once(':') == Some((&self.provider, &self.name))
-    }
-}
-
-/// `arg0=V arg1=V ...`
-impl fmt::Display for Hit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, v) in self.args.iter().enumerate() {
-            if i > 0 {
-                f.write_str(" ")?;
-            }
-            write!(f, "arg{i}={v}")?;
-        }
-        Ok(())
-    }
-}
-
-/// perf's x86-64 register numbers (`arch/x86/include/uapi/asm/perf_regs.h`).
-fn perf_reg(reg: Reg64) -> Option<u32> {
-    Some(match reg {
-        Reg64::Rax => 0,
-        Reg64::Rbx => 1,
-        Reg64::Rcx => 2,
-        Reg64::Rdx => 3,
-        Reg64::Rsi => 4,
-        Reg64::Rdi => 5,
-        Reg64::Rbp => 6,
-        Reg64::Rsp => 7,
-        Reg64::Rip => 8,
-        Reg64::R8 => 16,
-        Reg64::R9 => 17,
-        Reg64::R10 => 18,
-        Reg64::R11 => 19,
-        Reg64::R12 => 20,
-        Reg64::R13 => 21,
-        Reg64::R14 => 22,
-        Reg64::R15 => 23,
-        Reg64::X(_) | Reg64::Sp => return None,
-    })
-}
-const PERF_REG_SP: u32 = 7;
-const PERF_REG_IP: u32 = 8;
-
-/// How to decode the samples of one site.
-#[derive(Debug)]
-struct Plan {
-    provider: Arc<str>,
-    name: Arc<str>,
-    args: Vec<Arg>,
-    /// Which arguments are string pointers.
-    strings: Vec<bool>,
-    /// Which arguments are the addresses of byte slices (the length is the
-    /// next argument): [`BYTES_FETCH`] bytes are read at the hit.
-    bytes: Vec<bool>,
-    /// `sample_regs_user`.
-    regs_mask: u64,
-    /// `sample_stack_user` (0: no stack copy).
-    stack_bytes: u32,
-    /// Read by the kernel at the hit (a tracefs uprobe event): where each
-    /// value and string is in the raw record.
-    raw: Option<RawPlan>,
-    /// The link-time address of the uprobe: the sampled instruction pointer
-    /// minus this is the load bias.
-    attach_addr: u64,
-}
-
-/// The fields of a tracefs uprobe event's raw record, per argument.
-#[derive(Clone, Debug)]
-struct RawPlan {
-    values: Vec<Option<Field>>,
-    strings: Vec<Option<Field>>,
-    bytes: Vec<Option<Field>>,
-}
-
-impl Plan {
-    fn new(site: &Site, strings: Vec<bool>, stack_bytes: u32) -> Result<Plan, Error> {
-        let mut mask = 1u64 << PERF_REG_SP;
-        let mut memory = strings.iter().any(|s| *s);
-        for arg in &site.args {
-            let regs: Vec<Reg64> = match &arg.operand {
-                Operand::Register(r) => vec![r.reg],
-                Operand::Memory { base, .. } => vec![base.reg],
-                Operand::Indexed { base, index, .. } => {
-                    base.iter().chain([index]).map(|r| r.reg).collect()
-                }
-                Operand::Symbol { .. } => vec![Reg64::Rip],
-                Operand::Immediate(_) | Operand::Unreadable { .. } => continue,
-            };
-            memory |= !matches!(arg.operand, Operand::Register(_));
-            for reg in regs {
-                let n = perf_reg(reg).ok_or_else(|| {
-                    Error::Unsupported(format!(
-                        "aarch64 registers (in the arguments of {})",
-                        site.probe()
-                    ))
-                })?;
-                mask |= 1 << n;
-            }
-        }
-        Ok(Plan {
-            provider: site.provider.as_str().into(),
-            name: site.name.as_str().into(),
-            args: site.args.clone(),
-            strings,
-            bytes: vec![],
-            regs_mask: mask,
-            stack_bytes: if memory { stack_bytes } else { 0 },
-            raw: None,
-            attach_addr: site.location,
-        })
-    }
-
-    /// Marks the byte-slice arguments, which read memory like strings.
-    fn with_bytes(mut self, bytes: Vec<bool>, stack_bytes: u32) -> Plan {
-        if bytes.iter().any(|b| *b) {
-            self.stack_bytes = stack_bytes;
-        }
-        self.bytes = bytes;
-        self
-    }
-
-    /// The sampled value of perf register `n`.
-    fn reg(&self, regs: &[u64], n: u32) -> u64 {
-        let slot = (self.regs_mask & ((1u64 << n) - 1)).count_ones() as usize;
-        regs.get(slot).copied().unwrap_or(0)
-    }
-}
-
-/// A sample's registers and stack copy, and the process to read the rest from.
-struct Context<'a> {
-    pid: u32,
-    regs: &'a [u64],
-    sp: u64,
-    stack: &'a [u8],
-}
-
-impl Context<'_> {
-    /// `len` bytes at `addr`: from the stack copy when they lie inside it,
-    /// else from the process.
-    fn read(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
-        if let Some(bytes) = self.in_stack(addr, len) {
-            return Some(bytes.to_vec());
-        }
-        let mut buf = vec![0u8; len];
-        (read_process_memory(self.pid, addr, &mut buf) == len).then_some(buf)
-    }
-
-    fn in_stack(&self, addr: u64, len: usize) -> Option<&[u8]> {
-        let start = usize::try_from(addr.checked_sub(self.sp)?).ok()?;
-        self.stack.get(start..start.checked_add(len)?)
-    }
-
-    /// The NUL-terminated string at `addr`, at most [`STRING_MAX`] bytes.
-    fn string(&self, addr: u64) -> Value {
-        if addr == 0 {
-            return Value::Unreadable(0);
-        }
-        let in_stack = self
-            .in_stack(addr, 1)
-            .map(|_| &self.stack[(addr - self.sp) as usize..]);
-        let bytes = match in_stack {
-            Some(s) if s.iter().take(STRING_MAX + 1).any(|b| *b == 0) => s.to_vec(),
-            _ => {
-                let mut buf = vec![0u8; STRING_MAX + 1];
-                let n = read_process_memory(self.pid, addr, &mut buf);
-                if n == 0 {
-                    return Value::Unreadable(addr);
-                }
-                buf.truncate(n);
-                buf
-            }
-        };
-        let end = bytes.iter().position(|b| *b == 0);
-        let len = end.unwrap_or(bytes.len()).min(STRING_MAX);
-        Value::Str {
-            bytes: bytes[..len].to_vec(),
-            truncated: end.is_none_or(|e| e > STRING_MAX),
-        }
-    }
-}
-
-/// Reads as much of `buf.len()` bytes at `addr` of process `pid` as is
-/// mapped; returns how many were read.
-fn read_process_memory(pid: u32, addr: u64, buf: &mut [u8]) -> usize {
-    // Split the remote range at page boundaries: the call stops at the
-    // first unreadable page and returns what it read before it.
-    const PAGE: u64 = 4096;
-    let mut remote = vec![];
-    let mut at = addr;
-    let end = addr.saturating_add(buf.len() as u64);
-    while at < end {
-        let next = ((at / PAGE) + 1).saturating_mul(PAGE).min(end);
-        remote.push(libc::iovec {
-            iov_base: at as *mut libc::c_void,
-            iov_len: (next - at) as usize,
-        });
-        at = next;
-    }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` describes `buf`, which is writable for its length; the
-    // remote ranges are only read, by the kernel, with the usual checks.
-    let n = unsafe {
-        libc::process_vm_readv(
-            pid as libc::pid_t,
-            &local,
-            1,
-            remote.as_ptr(),
-            remote.len() as libc::c_ulong,
-            0,
-        )
-    };
-    n.max(0) as usize
-}
-
-/// Converts the low `size` bytes of `raw` to the argument's value.
-fn int_value(raw: u64, size: u8, signed: bool) -> i128 {
-    let bits = u32::from(size.clamp(1, 8)) * 8;
-    let masked = if bits == 64 {
-        raw
-    } else {
-        raw & ((1u64 << bits) - 1)
-    };
-    if signed {
-        let shift = 64 - bits;
-        (((masked << shift) as i64) >> shift) as i128
-    } else {
-        masked as i128
-    }
-}
-
-/// The part of a register's value a note names.
-fn register_part(v: u64, width: RegWidth) -> u64 {
-    match width {
-        RegWidth::Low8 => v & 0xff,
-        RegWidth::High8 => (v >> 8) & 0xff,
-        RegWidth::W16 => v & 0xffff,
-        RegWidth::W32 => v & 0xffff_ffff,
-        RegWidth::W64 => v,
-    }
-}
-
-/// An argument's value from its little-endian bytes (`arg.size` of them,
-/// or a register's 8).
-fn value_of(arg: &Arg, bytes: &[u8]) -> Value {
-    let size = usize::from(arg.size);
-    if size > 8 {
-        return Value::Bytes(bytes[..size.min(bytes.len())].to_vec());
-    }
-    let mut word = [0u8; 8];
-    let n = bytes.len().min(8);
-    word[..n].copy_from_slice(&bytes[..n]);
-    let raw = u64::from_le_bytes(word);
-    match (arg.float, arg.size) {
-        (true, 4) => Value::F32(raw as u32),
-        (true, 8) => Value::F64(raw),
-        _ => Value::Int(int_value(raw, arg.size, arg.signed)),
-    }
-}
-
-fn decode_arg(plan: &Plan, cx: &Context<'_>, i: usize) -> Value {
-    let arg = &plan.args[i];
-    let reg = |r: &Reg| perf_reg(r.reg).map_or(0, |n| plan.reg(cx.regs, n));
-    let addr = match &arg.operand {
-        Operand::Unreadable { reason, .. } => return Value::Unavailable(reason.clone()),
-        Operand::Immediate(n) => return finish(plan, cx, i, &n.to_le_bytes()),
-        Operand::Register(r) => {
-            let v = register_part(reg(r), r.width);
-            return finish(plan, cx, i, &v.to_le_bytes());
-        }
-        Operand::Memory { base, disp } => reg(base).wrapping_add(*disp as u64),
-        Operand::Indexed {
-            base,
-            index,
-            scale,
-            disp,
-        } => base
-            .as_ref()
-            .map_or(0, reg)
-            .wrapping_add(reg(index).wrapping_mul((*scale).into()))
-            .wrapping_add(*disp as u64),
-        Operand::Symbol { addr: Some(a), .. } => {
-            let bias = plan
-                .reg(cx.regs, PERF_REG_IP)
-                .wrapping_sub(plan.attach_addr);
-            a.wrapping_add(bias)
-        }
-        Operand::Symbol { name, .. } => {
-            return Value::Unavailable(format!("symbol `{name}` was not looked up"))
-        }
-    };
-    match cx.read(addr, arg.size.into()) {
-        Some(bytes) => finish(plan, cx, i, &bytes),
-        None => Value::Unreadable(addr),
-    }
-}
-
-/// The value of argument `i` from its bytes, or the string it points at.
-fn finish(plan: &Plan, cx: &Context<'_>, i: usize, bytes: &[u8]) -> Value {
-    let value = value_of(&plan.args[i], bytes);
-    match value {
-        Value::Int(n) if plan.strings.get(i).copied().unwrap_or(false) => cx.string(n as u64),
-        // A byte slice's first bytes, read after the hit.
-        Value::Int(n) if plan.bytes.get(i).copied().unwrap_or(false) => {
-            match cx.read(n as u64, BYTES_FETCH) {
-                Some(bytes) => Value::Str {
-                    bytes,
-                    truncated: false,
-                },
-                None => value,
-            }
-        }
-        value => value,
-    }
-}
-
-/// Decodes argument `i` from a tracefs event's raw record.
-fn decode_raw_arg(plan: &Plan, raw: &RawPlan, data: &[u8], pid: u32, i: usize) -> Value {
-    let arg = &plan.args[i];
-    let bytes = match (&arg.operand, raw.values[i]) {
-        (Operand::Unreadable { reason, .. }, _) => return Value::Unavailable(reason.clone()),
-        (Operand::Immediate(n), _) => n.to_le_bytes().to_vec(),
-        (operand, Some(field)) => {
-            let Some(bytes) = data.get(field.offset..field.offset + field.size) else {
-                return Value::Unreadable(0);
-            };
-            match operand {
-                Operand::Register(r) => {
-                    let mut word = [0u8; 8];
-                    let n = bytes.len().min(8);
-                    word[..n].copy_from_slice(&bytes[..n]);
-                    register_part(u64::from_le_bytes(word), r.width)
-                        .to_le_bytes()
-                        .to_vec()
-                }
-                _ => bytes.to_vec(),
-            }
-        }
-        (_, None) => return Value::Unreadable(0),
-    };
-    let value = value_of(arg, &bytes);
-    let Value::Int(ptr) = value else {
-        return value;
-    };
-    // A byte slice's first bytes, read by the kernel at the hit.
-    if let Some(field) = raw.bytes.get(i).copied().flatten() {
-        if let Some(bytes) = data.get(field.offset..field.offset + field.size) {
-            return Value::Str {
-                bytes: bytes.to_vec(),
-                truncated: false,
-            };
-        }
-    }
-    if !plan.strings.get(i).copied().unwrap_or(false) {
-        return value;
-    }
-    let ptr = ptr as u64;
-    match raw.strings[i].and_then(|f| data_loc_string(data, f)) {
-        Some(bytes) => Value::Str {
-            bytes: bytes[..bytes.len().min(STRING_MAX)].to_vec(),
-            truncated: bytes.len() > STRING_MAX,
-        },
-        // The kernel does not fault pages in: read what it could not.
-        None => Context {
-            pid,
-            regs: &[],
-            sp: 0,
-            stack: &[],
-        }
-        .string(ptr),
-    }
-}
-
-/// Reads the fields of a sample record in order.
-struct Fields<'a>(&'a [u8]);
-
-impl<'a> Fields<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Some(a)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_ne_bytes(self.take(8)?.try_into().ok()?))
-    }
-}
-
-const SAMPLE_TID: u64 = 1 << 1;
-const SAMPLE_TIME: u64 = 1 << 2;
-const SAMPLE_REGS_USER: u64 = 1 << 12;
-const SAMPLE_STACK_USER: u64 = 1 << 13;
-const SAMPLE_RAW: u64 = 1 << 10;
-const PERF_TYPE_TRACEPOINT: u32 = 2;
-const SAMPLE_IDENTIFIER: u64 = 1 << 16;
-const FLAG_DISABLED: u64 = 1 << 0;
-const FLAG_WATERMARK: u64 = 1 << 14;
-const FLAG_USE_CLOCKID: u64 = 1 << 25;
-const IOC_ENABLE: libc::c_ulong = 0x2400;
-const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
-const IOC_ID: libc::c_ulong = 0x8008_2407;
 
 /// One ring buffer and the event whose descriptor it is mapped from. A
 /// per-CPU ring takes the samples of every task on its CPU; a ring of a
@@ -682,8 +130,9 @@ pub struct Sampler {
     tracepoints: HashMap<(PathBuf, u64), Option<(u64, RawPlan)>>,
     /// The uprobe addresses attached, per target: one uprobe per address.
     attached: HashSet<(PathBuf, u64, Target)>,
-    // Dropped in this order: unmap the rings, close the events, then remove
-    // the tracefs events they used.
+    // Released in this order by `Drop`: unmap the rings, close the events,
+    // then remove the tracefs events they used (deleting a uprobe event
+    // still in use by perf is refused, and has hung tracing on a kernel).
     slots: Vec<Slot>,
     fds: Vec<OwnedFd>,
     dyn_events: Vec<DynEvent>,
@@ -691,6 +140,15 @@ pub struct Sampler {
     /// Sample records read so far.
     seen: u64,
     pending: Vec<Hit>,
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        // The order matters (see the fields), whatever the fields' order.
+        self.slots.clear();
+        self.fds.clear();
+        self.dyn_events.clear();
+    }
 }
 
 impl Sampler {
@@ -819,11 +277,21 @@ impl Sampler {
             self.ids.retain(|_, plan| *plan < plans_before);
             return result;
         }
-        for fd in &self.fds[fds_before..] {
-            // SAFETY: enabling an open perf event; no pointer argument.
-            unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ENABLE, 0) };
+        let enabled = self.fds[fds_before..]
+            .iter()
+            .try_for_each(|fd| perf::enable(fd, false))
+            .map_err(|source| Error::Os {
+                what: format!("enabling the uprobes of {}", path.display()),
+                source,
+            });
+        if enabled.is_err() {
+            self.attached = attached;
+            self.slots.truncate(slots_before);
+            self.fds.truncate(fds_before);
+            self.plans.truncate(plans_before);
+            self.ids.retain(|_, plan| *plan < plans_before);
         }
-        Ok(())
+        enabled
     }
 
     fn attach_sites<'a>(
@@ -932,17 +400,15 @@ impl Sampler {
     }
 
     fn open_tracepoint(&self, id: u64, target: Target, cpu: i32) -> io::Result<OwnedFd> {
-        let attr = PerfEventAttr {
-            type_: PERF_TYPE_TRACEPOINT,
-            size: std::mem::size_of::<PerfEventAttr>() as u32,
-            config: id,
-            sample_period: 1,
-            sample_type: SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_RAW,
-            flags: FLAG_DISABLED | FLAG_USE_CLOCKID | FLAG_WATERMARK,
-            wakeup_events: 1 << 20,
-            clockid: libc::CLOCK_MONOTONIC,
-            ..PerfEventAttr::default()
-        };
+        let mut attr = perf::attr(TYPE_TRACEPOINT);
+        attr.config = id;
+        attr.sample_period = 1;
+        attr.sample_type = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_RAW;
+        attr.set_disabled(1);
+        attr.set_use_clockid(1);
+        attr.set_watermark(1);
+        attr.wakeup_watermark = 1 << 20;
+        attr.clockid = libc::CLOCK_MONOTONIC;
         // SAFETY: a tracepoint event's attributes point to nothing.
         unsafe { perf_event_open(&attr, target, cpu) }
     }
@@ -959,11 +425,12 @@ impl Sampler {
             uprobe,
             target,
             cpu,
-            |attr: &mut PerfEventAttr| {
+            |attr: &mut perf::Attr| {
                 attr.sample_period = 1;
                 attr.sample_type = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_REGS_USER;
                 attr.sample_regs_user = plan.regs_mask;
-                attr.flags |= FLAG_DISABLED | FLAG_USE_CLOCKID;
+                attr.set_disabled(1);
+                attr.set_use_clockid(1);
                 attr.clockid = libc::CLOCK_MONOTONIC;
                 if plan.stack_bytes > 0 {
                     attr.sample_type |= SAMPLE_STACK_USER;
@@ -973,8 +440,8 @@ impl Sampler {
                     attr.wakeup_events = 1;
                 } else {
                     // Otherwise wake it when a quarter of the ring is full.
-                    attr.flags |= FLAG_WATERMARK;
-                    attr.wakeup_events = 1 << 20;
+                    attr.set_watermark(1);
+                    attr.wakeup_watermark = 1 << 20;
                 }
             },
         )
@@ -990,15 +457,10 @@ impl Sampler {
             .iter()
             .find(|s| s.cpu == cpu && (cpu != -1 || s.target == target))
         {
-            let owner = self.fds[slot.owner].as_raw_fd();
-            // SAFETY: both are open perf events; the argument is a descriptor.
-            if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, owner) } < 0 {
-                return Err(Error::Os {
-                    what: "sharing a perf ring buffer".into(),
-                    source: io::Error::last_os_error(),
-                });
-            }
-            return Ok(());
+            return perf::set_output(fd, &self.fds[slot.owner]).map_err(|source| Error::Os {
+                what: "sharing a perf ring buffer".into(),
+                source,
+            });
         }
         let pages = match cpu {
             -1 => self.ring_pages,
@@ -1049,8 +511,8 @@ impl Sampler {
     /// has exited). Returns how many hits were passed on.
     pub fn drain(&mut self, each: impl FnMut(Hit)) -> usize {
         let n = self.collect(true, each);
-        // Every hit counts, sampled or not.
-        // their task exits.
+        // Every hit counts, sampled or not: what the events counted beyond
+        // the hits decoded was lost.
         let counted = self
             .fds
             .iter()
@@ -1107,15 +569,10 @@ impl Sampler {
 }
 
 fn event_id(fd: &OwnedFd) -> Result<u64, Error> {
-    let mut id = 0u64;
-    // SAFETY: PERF_EVENT_IOC_ID writes one u64 through the pointer.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ID, &mut id as *mut u64) } < 0 {
-        return Err(Error::Os {
-            what: "reading a perf event's id".into(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    Ok(id)
+    perf::id(fd).map_err(|source| Error::Os {
+        what: "reading a perf event's id".into(),
+        source,
+    })
 }
 
 /// The event's count: every hit, whether its sample was written or lost.
@@ -1136,70 +593,10 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Decodes one `PERF_RECORD_SAMPLE` (header included).
-fn decode_sample(plans: &[Plan], ids: &HashMap<u64, usize>, record: &[u8]) -> Option<Hit> {
-    let mut f = Fields(record.get(8..)?);
-    let plan = &plans[*ids.get(&f.u64()?)?];
-    let pid_tid = f.take(8)?;
-    let pid = u32::from_ne_bytes(pid_tid[0..4].try_into().ok()?);
-    let tid = u32::from_ne_bytes(pid_tid[4..8].try_into().ok()?);
-    let time_ns = f.u64()?;
-    if let Some(raw) = &plan.raw {
-        let size = u32::from_ne_bytes(f.take(4)?.try_into().ok()?) as usize;
-        let data = f.take(size)?;
-        let args = (0..plan.args.len())
-            .map(|i| decode_raw_arg(plan, raw, data, pid, i))
-            .collect();
-        return Some(Hit {
-            time_ns,
-            pid,
-            tid,
-            provider: plan.provider.clone(),
-            name: plan.name.clone(),
-            args,
-        });
-    }
-    let abi = f.u64()?;
-    let mut regs = [0u64; 64];
-    let nregs = if abi == 0 {
-        0
-    } else {
-        plan.regs_mask.count_ones() as usize
-    };
-    for r in &mut regs[..nregs] {
-        *r = f.u64()?;
-    }
-    let regs = &regs[..nregs];
-    let mut stack: &[u8] = &[];
-    if plan.stack_bytes > 0 {
-        let size = f.u64()? as usize;
-        if size > 0 {
-            let data = f.take(size)?;
-            let dyn_size = (f.u64()? as usize).min(size);
-            stack = &data[..dyn_size];
-        }
-    }
-    let cx = Context {
-        pid,
-        regs,
-        sp: plan.reg(regs, PERF_REG_SP),
-        stack,
-    };
-    let args = (0..plan.args.len())
-        .map(|i| decode_arg(plan, &cx, i))
-        .collect();
-    Some(Hit {
-        time_ns,
-        pid,
-        tid,
-        provider: plan.provider.clone(),
-        name: plan.name.clone(),
-        args,
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::decode::*;
+    use super::plan::*;
     use super::*;
 
     #[test]

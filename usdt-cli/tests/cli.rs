@@ -1,6 +1,7 @@
 //! The `usdt` command: `list` against `readelf -n`, `count` with exact
 //! numbers, and its errors. Needs root for attaching (CI runs as root).
 
+#[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
@@ -434,7 +435,7 @@ fn errors_are_one_plain_sentence() {
     let me = std::env::current_exe().unwrap();
     let me = me.to_str().unwrap();
     assert_eq!(error(&usdt(&["list", me])), format!("{me} has no probes"));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/cdemo.c");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../usdt-trace/tests/c/cdemo.c");
     assert_eq!(
         error(&usdt(&["list", script])),
         format!("{script} is not an ELF file")

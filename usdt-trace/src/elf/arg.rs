@@ -17,14 +17,16 @@
 
 use std::fmt;
 
+pub use crate::arch::{Reg, Reg64, RegWidth};
 use crate::Error;
 
 /// The longest argument string accepted (sys/sdt.h's twelve arguments take
 /// well under 200 bytes).
 pub const MAX_ARGS_TEXT: usize = 4096;
 
-/// The most arguments one site may describe.
-pub const MAX_ARGS: usize = 32;
+/// The most arguments one site may describe (usdt-runtime's, shared with
+/// the macros).
+pub use usdt_runtime::MAX_ARGS;
 
 /// The instruction set a note was written for: it decides the register names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -97,200 +99,6 @@ pub enum Operand {
         /// Why it cannot be read (`xmm registers are not sampled`).
         reason: String,
     },
-}
-
-/// A register as the note names it: the full 64-bit register and the part of
-/// it the note uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Reg {
-    /// The 64-bit register.
-    pub reg: Reg64,
-    /// The part named in the note (`%al` is [`RegWidth::Low8`] of `rax`).
-    pub width: RegWidth,
-}
-
-/// A 64-bit general register of x86-64 or aarch64.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[allow(missing_docs)] // the variant names are the register names
-pub enum Reg64 {
-    Rax,
-    Rbx,
-    Rcx,
-    Rdx,
-    Rsi,
-    Rdi,
-    Rbp,
-    Rsp,
-    R8,
-    R9,
-    R10,
-    R11,
-    R12,
-    R13,
-    R14,
-    R15,
-    /// The x86-64 instruction pointer (`%rip`), only as a memory base.
-    Rip,
-    /// aarch64 `x0` to `x30`.
-    X(u8),
-    /// The aarch64 stack pointer.
-    Sp,
-}
-
-/// The part of a register a note names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RegWidth {
-    /// The low byte (`%al`, `%sil`, `%r8b`).
-    Low8,
-    /// The second byte (`%ah`, `%bh`, `%ch`, `%dh`).
-    High8,
-    /// The low 16 bits (`%ax`, `%r8w`).
-    W16,
-    /// The low 32 bits (`%eax`, `%r8d`, aarch64 `w0`).
-    W32,
-    /// The whole register (`%rax`, aarch64 `x0`, `sp`).
-    W64,
-}
-
-impl RegWidth {
-    /// The size of this part in bytes.
-    pub fn bytes(self) -> u8 {
-        match self {
-            RegWidth::Low8 | RegWidth::High8 => 1,
-            RegWidth::W16 => 2,
-            RegWidth::W32 => 4,
-            RegWidth::W64 => 8,
-        }
-    }
-}
-
-/// x86-64 register names: the 64-bit register, then its 32, 16 and 8-bit names.
-const X86_NAMES: [(Reg64, [&str; 4]); 16] = [
-    (Reg64::Rax, ["rax", "eax", "ax", "al"]),
-    (Reg64::Rbx, ["rbx", "ebx", "bx", "bl"]),
-    (Reg64::Rcx, ["rcx", "ecx", "cx", "cl"]),
-    (Reg64::Rdx, ["rdx", "edx", "dx", "dl"]),
-    (Reg64::Rsi, ["rsi", "esi", "si", "sil"]),
-    (Reg64::Rdi, ["rdi", "edi", "di", "dil"]),
-    (Reg64::Rbp, ["rbp", "ebp", "bp", "bpl"]),
-    (Reg64::Rsp, ["rsp", "esp", "sp", "spl"]),
-    (Reg64::R8, ["r8", "r8d", "r8w", "r8b"]),
-    (Reg64::R9, ["r9", "r9d", "r9w", "r9b"]),
-    (Reg64::R10, ["r10", "r10d", "r10w", "r10b"]),
-    (Reg64::R11, ["r11", "r11d", "r11w", "r11b"]),
-    (Reg64::R12, ["r12", "r12d", "r12w", "r12b"]),
-    (Reg64::R13, ["r13", "r13d", "r13w", "r13b"]),
-    (Reg64::R14, ["r14", "r14d", "r14w", "r14b"]),
-    (Reg64::R15, ["r15", "r15d", "r15w", "r15b"]),
-];
-
-const X86_WIDTHS: [RegWidth; 4] = [RegWidth::W64, RegWidth::W32, RegWidth::W16, RegWidth::Low8];
-
-const X86_HIGH: [(Reg64, &str); 4] = [
-    (Reg64::Rax, "ah"),
-    (Reg64::Rbx, "bh"),
-    (Reg64::Rcx, "ch"),
-    (Reg64::Rdx, "dh"),
-];
-
-impl Reg {
-    /// Parses an x86-64 register name without its `%` (`eax`, `r8b`, `rip`).
-    pub fn parse_x86_64(name: &str) -> Option<Reg> {
-        if name == "rip" {
-            return Some(Reg {
-                reg: Reg64::Rip,
-                width: RegWidth::W64,
-            });
-        }
-        for (reg, names) in X86_NAMES {
-            if let Some(i) = names.iter().position(|n| *n == name) {
-                return Some(Reg {
-                    reg,
-                    width: X86_WIDTHS[i],
-                });
-            }
-        }
-        let (reg, _) = X86_HIGH.iter().find(|(_, n)| *n == name)?;
-        Some(Reg {
-            reg: *reg,
-            width: RegWidth::High8,
-        })
-    }
-
-    /// Parses an aarch64 register name (`x0`..`x30`, `w0`..`w30`, `sp`).
-    pub fn parse_aarch64(name: &str) -> Option<Reg> {
-        if name == "sp" {
-            return Some(Reg {
-                reg: Reg64::Sp,
-                width: RegWidth::W64,
-            });
-        }
-        let width = match name.as_bytes().first()? {
-            b'x' => RegWidth::W64,
-            b'w' => RegWidth::W32,
-            _ => return None,
-        };
-        let digits = &name[1..];
-        let leading_zero = digits.len() > 1 && digits.starts_with('0');
-        if digits.is_empty() || leading_zero || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let n: u8 = digits.parse().ok().filter(|n| *n <= 30)?;
-        Some(Reg {
-            reg: Reg64::X(n),
-            width,
-        })
-    }
-
-    /// The name as a note writes it, without x86's `%`.
-    pub fn name(&self) -> String {
-        match self.reg {
-            Reg64::Rip => "rip".into(),
-            Reg64::Sp => "sp".into(),
-            Reg64::X(n) if self.width == RegWidth::W32 => format!("w{n}"),
-            Reg64::X(n) => format!("x{n}"),
-            reg if self.width == RegWidth::High8 => {
-                let high = X86_HIGH.iter().find(|(r, _)| *r == reg);
-                // A high byte of another register does not exist: show the register.
-                high.map_or_else(
-                    || {
-                        Reg {
-                            reg,
-                            width: RegWidth::W64,
-                        }
-                        .name()
-                    },
-                    |(_, n)| (*n).into(),
-                )
-            }
-            reg => {
-                let names = X86_NAMES
-                    .iter()
-                    .find(|(r, _)| *r == reg)
-                    .map_or([""; 4], |(_, n)| *n);
-                let i = X86_WIDTHS
-                    .iter()
-                    .position(|w| *w == self.width)
-                    .unwrap_or(0);
-                names[i].into()
-            }
-        }
-    }
-
-    /// Whether this is an aarch64 register.
-    pub fn is_aarch64(&self) -> bool {
-        matches!(self.reg, Reg64::X(_) | Reg64::Sp)
-    }
-}
-
-impl fmt::Display for Reg {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_aarch64() {
-            f.write_str(&self.name())
-        } else {
-            write!(f, "%{}", self.name())
-        }
-    }
 }
 
 /// The note's syntax, which parses back to the same operand (an unreadable
@@ -882,8 +690,8 @@ mod tests {
     #[test]
     fn whole_strings_too_long_or_too_many_are_errors() {
         assert!(parse_args(&"8@%rax ".repeat(1000), Machine::X86_64).is_err());
-        assert!(parse_args(&"8@%rax ".repeat(40), Machine::X86_64).is_err());
-        assert!(parse_args(&"8@%rax ".repeat(32), Machine::X86_64).is_ok());
+        assert!(parse_args(&"8@%rax ".repeat(MAX_ARGS + 1), Machine::X86_64).is_err());
+        assert!(parse_args(&"8@%rax ".repeat(MAX_ARGS), Machine::X86_64).is_ok());
     }
 
     #[test]

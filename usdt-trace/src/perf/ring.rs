@@ -12,23 +12,32 @@
 //! The kernel never overwrites records the reader has not released (it counts
 //! them in a `PERF_RECORD_LOST` record instead), so a slow reader loses
 //! samples but never reads torn ones.
+//!
+//! The protocol (the kernel's `kernel/events/ring_buffer.c` and
+//! `tools/include/linux/ring_buffer.h`): the reader loads data_head with
+//! Acquire, which pairs with the kernel's barrier between writing records
+//! and publishing data_head; it stores data_tail with Release, which pairs
+//! with the kernel's read of data_tail before it reuses the space.
 
 use std::io;
+use std::mem::offset_of;
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perf_event_open_sys::bindings::{self, perf_event_mmap_page};
 
 use crate::Error;
 
 /// `PERF_RECORD_LOST`: `{ header; u64 id; u64 lost; }`.
-pub(crate) const RECORD_LOST: u32 = 2;
+pub(crate) const RECORD_LOST: u32 = bindings::PERF_RECORD_LOST;
 /// `PERF_RECORD_SAMPLE`: the fields the event's `sample_type` asks for.
-pub(crate) const RECORD_SAMPLE: u32 = 9;
+pub(crate) const RECORD_SAMPLE: u32 = bindings::PERF_RECORD_SAMPLE;
 
 /// Offsets in `struct perf_event_mmap_page`.
-const DATA_HEAD: usize = 1024;
-const DATA_TAIL: usize = 1032;
-const DATA_OFFSET: usize = 1040;
-const DATA_SIZE: usize = 1048;
+const DATA_HEAD: usize = offset_of!(perf_event_mmap_page, data_head);
+const DATA_TAIL: usize = offset_of!(perf_event_mmap_page, data_tail);
+const DATA_OFFSET: usize = offset_of!(perf_event_mmap_page, data_offset);
+const DATA_SIZE: usize = offset_of!(perf_event_mmap_page, data_size);
 
 /// One mapped ring buffer.
 #[derive(Debug)]
@@ -46,13 +55,7 @@ pub(crate) struct Ring {
 unsafe impl Send for Ring {}
 
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 {
-        n as usize
-    } else {
-        4096
-    }
+    usdt_runtime::page_size() as usize
 }
 
 impl Ring {
@@ -113,16 +116,22 @@ impl Ring {
         self.size
     }
 
+    /// A u64 of the control page, shared with the kernel.
+    fn control(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: `offset` is that of an aligned u64 field of the control
+        // page (page 0 of the mapping, alive as long as `self`); the kernel
+        // and this reader access it only atomically.
+        unsafe { &*self.base.add(offset).cast::<AtomicU64>() }
+    }
+
     /// Calls `each` with every record written since the last call (type and
     /// the whole record, header included), then releases them to the kernel.
     pub(crate) fn drain(&mut self, mut each: impl FnMut(u32, &[u8])) {
-        // SAFETY: data_head is an aligned u64 in the control page.
-        let head = unsafe { std::ptr::read_volatile(self.base.add(DATA_HEAD).cast::<u64>()) };
-        // Records up to `head` are complete once data_head is seen (the
-        // kernel's smp_wmb pairs with this).
-        fence(Ordering::Acquire);
-        // SAFETY: as above; only this reader writes data_tail.
-        let mut tail = unsafe { std::ptr::read_volatile(self.base.add(DATA_TAIL).cast::<u64>()) };
+        // Acquire: pairs with the kernel's write barrier before it publishes
+        // data_head, so the records up to `head` are complete.
+        let head = self.control(DATA_HEAD).load(Ordering::Acquire);
+        // Only this reader writes data_tail.
+        let mut tail = self.control(DATA_TAIL).load(Ordering::Relaxed);
         while head.wrapping_sub(tail) >= 8 {
             let mut header = [0u8; 8];
             header.copy_from_slice(self.bytes(tail, 8));
@@ -136,10 +145,9 @@ impl Ring {
             each(kind, self.bytes(tail, size as usize));
             tail = tail.wrapping_add(size);
         }
-        // Finish reading the records before the kernel may overwrite them.
-        fence(Ordering::SeqCst);
-        // SAFETY: data_tail is an aligned u64 in the control page.
-        unsafe { std::ptr::write_volatile(self.base.add(DATA_TAIL).cast::<u64>(), tail) };
+        // Release: every read of the records above happens before the
+        // kernel sees the space free (it reads data_tail before writing).
+        self.control(DATA_TAIL).store(tail, Ordering::Release);
     }
 
     /// `len` bytes at ring position `at`, contiguous (copied into the

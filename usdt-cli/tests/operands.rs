@@ -5,6 +5,7 @@
 //! read says why, and one odd operand hides none of a file's sites.
 //! Tracing needs root.
 
+#[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
@@ -22,7 +23,7 @@ const CLANG_NEED: Need = Need::package(CLANG, "clang -O2 writes operand forms gc
 /// Compiles `tests/c/SOURCE` with `compiler` and `flags` into `NAME` (once
 /// per test process).
 fn build(name: &str, source: &str, compiler: &str, flags: &[&str]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    let dir = Path::new(common::C_DIR);
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let out = tmp
         .join(format!("operands-{}", std::process::id()))
@@ -400,7 +401,7 @@ fn a_library_that_cannot_be_read_is_named_not_skipped_in_silence() {
     if !common::ready(&[common::ROOT, common::SDT]) {
         return;
     }
-    let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    let c = Path::new(common::C_DIR);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("badlib-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let lib = dir.join("libcdemolib.so");

@@ -24,7 +24,7 @@ use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable, 
 use object::read::ReadCache;
 use object::{Endianness, ReadRef};
 
-use crate::arg::{parse_args, Arg, Machine, Operand};
+use crate::elf::arg::{parse_args, Arg, Machine, Operand};
 use crate::{Error, SiteLayout};
 
 type Header = elf::FileHeader64<Endianness>;
@@ -35,14 +35,15 @@ pub const NT_STAPSDT: u32 = 3;
 /// The longest provider or probe name accepted.
 pub const MAX_NAME: usize = 255;
 
-/// How many bytes at Location [`Site::bytes`] holds at most.
-pub const SITE_BYTES: usize = 11;
+/// How many bytes at Location [`Site::bytes`] holds at most: the longest
+/// site (usdt-runtime's `site` module defines the bytes of each layout).
+pub use usdt_runtime::site::SITE_BYTES;
+use usdt_runtime::site::{AARCH64_NOP, NOP, NOP5};
 
-const NOP_NOP5: [u8; 6] = [0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00];
-const NOP_NOP10: [u8; 11] = [
-    0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00,
-];
-const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
+/// The bytes a site of `layout` starts with.
+fn x86_64_bytes(layout: SiteLayout) -> &'static [u8] {
+    layout.x86_64_bytes().unwrap_or(&[])
+}
 
 /// Classifies the bytes found at a site's Location.
 ///
@@ -55,10 +56,14 @@ const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
 /// ```
 pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
     match machine {
-        Machine::X86_64 if bytes.starts_with(&NOP_NOP10) => SiteLayout::NopNop10,
-        Machine::X86_64 if bytes.starts_with(&NOP_NOP5) => SiteLayout::NopNop5,
-        Machine::X86_64 if bytes.first() == Some(&0x90) => SiteLayout::Nop,
-        Machine::X86_64 if bytes.starts_with(&NOP_NOP5[1..]) => SiteLayout::Nop5,
+        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop10)) => {
+            SiteLayout::NopNop10
+        }
+        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop5)) => {
+            SiteLayout::NopNop5
+        }
+        Machine::X86_64 if bytes.starts_with(&NOP) => SiteLayout::Nop,
+        Machine::X86_64 if bytes.starts_with(&NOP5) => SiteLayout::Nop5,
         Machine::Aarch64 if bytes.starts_with(&AARCH64_NOP) => SiteLayout::Nop,
         _ => SiteLayout::Other,
     }
@@ -196,42 +201,38 @@ pub fn read_file_probes(path: impl AsRef<Path>) -> Result<ElfProbes, Error> {
 }
 
 impl Bounded {
-    /// Opens a regular file that starts with the ELF magic, for bounded
-    /// reads (see [`read_file_probes`]).
+    /// Opens a regular file that starts with the ELF magic, for reads on
+    /// demand within [`MAX_READ`] (see [`read_file_probes`]).
     pub(crate) fn open(path: &Path) -> Result<Bounded, Error> {
-        open_bounded(path)
+        let io = |source| Error::Io {
+            path: path.into(),
+            source,
+        };
+        let not_regular = || Error::Io {
+            path: path.into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+        };
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            return Err(not_regular());
+        }
+        // O_NONBLOCK: should it have become a FIFO since, opening must not wait.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(io)?;
+        if !file.metadata().map_err(io)?.is_file() {
+            return Err(not_regular());
+        }
+        let mut magic = [0u8; 4];
+        if file.read_exact(&mut magic).is_err() || magic != elf::ELFMAG {
+            return Err(Error::NotElf);
+        }
+        Ok(Bounded {
+            cache: ReadCache::new(file),
+            budget: Cell::new(4 * MAX_READ),
+        })
     }
-}
-
-fn open_bounded(path: &Path) -> Result<Bounded, Error> {
-    let io = |source| Error::Io {
-        path: path.into(),
-        source,
-    };
-    let not_regular = || Error::Io {
-        path: path.into(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
-    };
-    if !std::fs::metadata(path).map_err(io)?.is_file() {
-        return Err(not_regular());
-    }
-    // O_NONBLOCK: should it have become a FIFO since, opening must not wait.
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(io)?;
-    if !file.metadata().map_err(io)?.is_file() {
-        return Err(not_regular());
-    }
-    let mut magic = [0u8; 4];
-    if file.read_exact(&mut magic).is_err() || magic != elf::ELFMAG {
-        return Err(Error::NotElf);
-    }
-    Ok(Bounded {
-        cache: ReadCache::new(file),
-        budget: Cell::new(4 * MAX_READ),
-    })
 }
 
 /// A file read on demand, each read at most [`MAX_READ`] bytes and all of
@@ -408,7 +409,7 @@ fn resolve_symbols<'d, R: ReadRef<'d>>(
 }
 
 /// Checks the identification bytes first, for precise errors.
-fn parse_header<'d, R: ReadRef<'d>>(data: R) -> Result<&'d Header, Error> {
+pub(crate) fn parse_header<'d, R: ReadRef<'d>>(data: R) -> Result<&'d Header, Error> {
     let data_ident = data.read_bytes_at(0, 16).map_err(|_| Error::NotElf)?;
     if data_ident[..4] != elf::ELFMAG {
         return Err(Error::NotElf);
@@ -464,7 +465,7 @@ fn parse_desc(
     let provider = next("provider", MAX_NAME)?;
     let name = next("probe name", MAX_NAME)?;
     let probe = Some(format!("{provider}:{name}"));
-    let args_text = next("argument string", crate::arg::MAX_ARGS_TEXT)
+    let args_text = next("argument string", crate::elf::arg::MAX_ARGS_TEXT)
         .map_err(|(_, reason)| (probe.clone(), reason))?;
     // Three strings need three NULs; `split` yields a final piece after the last one.
     if desc[24..].iter().filter(|b| **b == 0).count() < 3 {

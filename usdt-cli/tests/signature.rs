@@ -4,6 +4,7 @@
 //! and typed values, and by the bpftrace program `usdt bpftrace` writes;
 //! gdb finds the dashed probe and reads the byte slice's two operands.
 
+#[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
 
 use std::process::{Command, Output};

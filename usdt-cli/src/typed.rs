@@ -4,7 +4,11 @@
 
 use std::path::Path;
 
-use usdt_trace::{bpftrace_program, Error, Hit, Kind, Sampler, Signatures, Site, TypedArgs};
+use usdt_trace::{
+    bpftrace_program, Error, Hit, Kind, Sampler, Signatures, Site, TypedArgs, TypedValue, Value,
+};
+
+use crate::args::BpftraceArgs;
 
 /// The records of every file (a file without records adds none).
 pub(crate) fn signatures<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Signatures {
@@ -65,24 +69,58 @@ pub(crate) fn text(sigs: &Signatures, hit: &Hit) -> Option<String> {
     Some(TypedArgs::new(sig, hit).text())
 }
 
-/// `{"id": 1, "path": "/index.html"}` for a recorded probe's hit.
+/// `{"id": 1, "path": "/index.html", "data": "0102ff"}` for a recorded
+/// probe's hit: JSON numbers, strings and booleans; byte slices as hex
+/// strings, pointers as `0x` strings, durations as nanoseconds, unreadable
+/// memory as `null`.
 pub(crate) fn json(sigs: &Signatures, hit: &Hit) -> Option<serde_json::Value> {
     let sig = sigs.of_hit(hit)?;
-    Some(TypedArgs::new(sig, hit).json().into())
+    let args = TypedArgs::new(sig, hit);
+    let map: serde_json::Map<String, serde_json::Value> = args
+        .values()
+        .map(|v| (v.name.to_string(), json_of(&v)))
+        .collect();
+    Some(map.into())
+}
+
+/// One parameter's value by its kind.
+fn json_of(v: &TypedValue) -> serde_json::Value {
+    use serde_json::Value as J;
+    let n = match v.value {
+        // A byte slice's bytes.
+        Value::Str { bytes, .. } if v.kind == Kind::Bytes => {
+            return J::String(bytes.iter().map(|b| format!("{b:02x}")).collect())
+        }
+        _ if v.kind == Kind::Bytes => return J::Null,
+        Value::Int(n) => *n,
+        Value::Str { bytes, .. } => return J::String(String::from_utf8_lossy(bytes).into_owned()),
+        Value::F32(_) | Value::F64(_) => return v.value.float().map_or(J::Null, Into::into),
+        Value::Bytes(_) => return J::String(v.value.to_string().trim_start_matches("hex:").into()),
+        Value::Unreadable(_) | Value::Unavailable(_) => return J::Null,
+    };
+    match v.kind {
+        Kind::Bool => J::Bool(n != 0),
+        Kind::Char => char::from_u32(n as u32).map_or(J::Null, |c| J::String(c.into())),
+        Kind::F32 | Kind::F64 => v
+            .float()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(J::Null, J::Number),
+        Kind::Pointer | Kind::Str | Kind::CStr | Kind::Bytes => {
+            J::String(format!("{:#x}", n as u64))
+        }
+        _ => match (i64::try_from(n), u64::try_from(n)) {
+            (Ok(i), _) => i.into(),
+            (_, Ok(u)) => u.into(),
+            _ => J::Null,
+        },
+    }
 }
 
 /// `usdt bpftrace BINARY [PROBE-GLOB...]`: prints the program.
-pub(crate) fn bpftrace(args: &[std::ffi::OsString]) -> Result<i32, Error> {
-    let usage = || Error::Invalid(crate::USAGE.into());
-    let (binary, globs) = args.split_first().ok_or_else(usage)?;
-    let globs: Vec<String> = globs
-        .iter()
-        .map(|g| g.to_str().map(str::to_owned).ok_or_else(usage))
-        .collect::<Result<_, _>>()?;
-    if globs.iter().any(|g| g.starts_with('-')) {
-        return Err(usage());
-    }
-    let path = std::fs::canonicalize(binary).unwrap_or_else(|_| binary.into());
+pub(crate) fn bpftrace(args: BpftraceArgs) -> Result<i32, Error> {
+    let binary = args.binary;
+    let globs = args.globs;
+    let path = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());
     let probes = crate::read_probes_of(&path)?;
     let objects = vec![(path.clone(), probes.sites)];
     crate::select(&objects, &globs, &path.display().to_string())?;

@@ -1,0 +1,419 @@
+//! The command line: one struct per command (clap derive), the checks of
+//! numeric values in words, and clap's errors turned into `usdt:` lines.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use usdt_trace::AttachPoint;
+
+use crate::count_engine::Engine;
+
+/// `usdt`: list the USDT probes of a binary or process, count their hits,
+/// trace them with their arguments, and say what the kernel can do for them.
+#[derive(Parser, Debug)]
+#[command(
+    name = "usdt",
+    version,
+    about = "List, count and trace USDT probes (SystemTap SDT notes), and say what the kernel can do for them",
+    after_help = "\
+PROBE-GLOB matches provider:name, with * and ? ('http:*'); none means every probe.
+
+Examples:
+  usdt features
+  usdt list ./server
+  sudo usdt count 'http:*' -p 4242
+  sudo usdt trace -- ./server --port 8080
+  bpftrace -e \"$(usdt bpftrace ./server)\" -c ./server
+
+`usdt COMMAND --help` describes each command.",
+    arg_required_else_help = true
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The commands.
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Say what this kernel can do for USDT probes
+    ///
+    /// The uprobe syscall, BPF uprobe_multi links, the fork self-test, where
+    /// `--attach auto` goes on each site layout, the uprobe PMU and
+    /// kernel-maintained semaphores.
+    #[command(after_help = "Example:\n  usdt features")]
+    Features,
+    /// List the probes of a binary or of a process
+    ///
+    /// One row per probe (a #[usdt::provider] probe with its parameters):
+    /// sites, layout, semaphore (with its value in a process), where
+    /// `--attach auto` goes, and the argument string. With -p, a table per
+    /// file the process maps.
+    #[command(after_help = "\
+Examples:
+  usdt list ./server
+  usdt list --sites ./server     # every site, with its address and layout
+  usdt list -p 4242              # every file the process maps")]
+    List(ListArgs),
+    /// Count the hits of probes
+    ///
+    /// In a running process (-p), a command started with the uprobes in
+    /// place (-- COMMAND), or every process that runs a binary (--all). The
+    /// counts (`provider:name N`) are printed at the end (Ctrl-C, the end of
+    /// the process or of --duration) and every --interval.
+    #[command(after_help = "\
+Examples:
+  sudo usdt count -p 4242                       # every probe of a running process
+  sudo usdt count 'http:*' -i 1 -- ./server     # a command, counts every second
+  sudo usdt count --all ./server --duration 10  # every process running ./server
+
+The engine: one BPF uprobe_multi link per file, counting every thread (Linux
+6.6+), or one perf event per site (the main thread only); auto picks BPF when
+the kernel has it. $USDT_COUNT_ENGINE sets the default.")]
+    Count(CountArgs),
+    /// Print one line per hit with its arguments
+    ///
+    /// `SECONDS PID/TID provider:name ARGS`: a #[usdt::provider] probe's
+    /// arguments by name and type (id=1 path="/a"); --raw, and probes without
+    /// a signature, show arg0=N... A running process (-p) or a command
+    /// started with the uprobes in place (-- COMMAND).
+    #[command(after_help = "\
+Examples:
+  sudo usdt trace -p 4242
+  sudo usdt trace 'http:*' --limit 100 -- ./server
+  sudo usdt trace --str 'http:request_start:1' --json -- ./c-server")]
+    Trace(TraceArgs),
+    /// Print a bpftrace program that prints hits as `usdt trace` does
+    #[command(after_help = "\
+Example:
+  bpftrace -e \"$(usdt bpftrace ./server 'http:*')\" -c ./server")]
+    Bpftrace(BpftraceArgs),
+}
+
+/// `usdt list`.
+#[derive(Args, Debug)]
+#[command(
+    group(ArgGroup::new("target").required(true).args(["pid", "binary"])),
+    override_usage = "usdt list [--sites] (BINARY | -p PID)"
+)]
+pub(crate) struct ListArgs {
+    /// Also print one row per site below each probe: address, file offset,
+    /// Base, semaphore, layout and argument string.
+    #[arg(long)]
+    pub(crate) sites: bool,
+    /// List every file process PID maps, with semaphore values.
+    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
+    pub(crate) pid: Option<u32>,
+    /// The ELF file (program or shared library) to read.
+    #[arg(value_name = "BINARY")]
+    pub(crate) binary: Option<String>,
+}
+
+/// Where on a site the uprobe goes (`--attach`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Attach {
+    /// Location + 1 where this kernel optimizes the site's long nop and a
+    /// forked child survives an optimized hit, else Location
+    #[default]
+    Auto,
+    /// Always Location (the first nop), as tools that do not know nop5 do
+    Nop,
+    /// Always Location + 1 (the long nop); refused on a site without one
+    Next,
+}
+
+impl From<Attach> for AttachPoint {
+    fn from(a: Attach) -> AttachPoint {
+        match a {
+            Attach::Auto => AttachPoint::Auto,
+            Attach::Nop => AttachPoint::Nop,
+            Attach::Next => AttachPoint::Next,
+        }
+    }
+}
+
+/// `usdt count`.
+#[derive(Args, Debug)]
+#[command(
+    group(ArgGroup::new("target").required(true).args(["pid", "command", "all"])),
+    override_usage = "usdt count [OPTIONS] [PROBE-GLOB]... (-p PID | --all BINARY | -- COMMAND [ARGS]...)"
+)]
+pub(crate) struct CountArgs {
+    /// Also print the counts every SECONDS (0.001 to 86400).
+    #[arg(short, long, value_name = "SECONDS", value_parser = parse_interval, allow_hyphen_values = true)]
+    pub(crate) interval: Option<Duration>,
+    /// Where on each site the uprobe goes.
+    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
+    pub(crate) attach: Attach,
+    /// What counts (default: $USDT_COUNT_ENGINE, else auto).
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub(crate) engine: Option<Engine>,
+    /// Stop after SECONDS and print the counts.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub(crate) duration: Option<Duration>,
+    /// Count the probes of the running process PID (every file it maps).
+    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
+    pub(crate) pid: Option<u32>,
+    /// Count every process that runs BINARY (or maps it, for a library).
+    #[arg(long, value_name = "BINARY")]
+    pub(crate) all: Option<PathBuf>,
+    /// The probes to count (provider:name, with * and ?); none: every probe.
+    #[arg(value_name = "PROBE-GLOB")]
+    pub(crate) globs: Vec<String>,
+    /// The command to start with the uprobes in place (its program and the
+    /// shared libraries it loads are counted); usdt exits with its status.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// `usdt trace`.
+#[derive(Args, Debug)]
+#[command(
+    group(ArgGroup::new("target").required(true).args(["pid", "command"])),
+    override_usage = "usdt trace [OPTIONS] [PROBE-GLOB]... (-p PID | -- COMMAND [ARGS]...)"
+)]
+pub(crate) struct TraceArgs {
+    /// Show argument N (from 0) of the probes PROBE-GLOB matches as a string
+    /// read at the hit (for probes without a signature); repeatable.
+    #[arg(long = "str", value_name = "PROBE-GLOB:N", value_parser = parse_str_option, allow_hyphen_values = true)]
+    pub(crate) strings: Vec<(String, usize)>,
+    /// One JSON object per hit: time_ns, pid, tid, probe, args.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// arg0=N... even for probes with a signature.
+    #[arg(long)]
+    pub(crate) raw: bool,
+    /// Stop after N hits (the command then runs on, untraced).
+    #[arg(long, value_name = "N", value_parser = parse_limit, allow_hyphen_values = true)]
+    pub(crate) limit: Option<u64>,
+    /// Where on each site the uprobe goes.
+    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
+    pub(crate) attach: Attach,
+    /// Read memory operands from the stack copy of each sample instead of
+    /// having the kernel fetch them at the hit (tracefs uprobe events).
+    #[arg(long)]
+    pub(crate) no_tracefs: bool,
+    /// Trace the running process PID (every thread, every file it maps).
+    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
+    pub(crate) pid: Option<u32>,
+    /// The probes to trace (provider:name, with * and ?); none: every probe.
+    #[arg(value_name = "PROBE-GLOB")]
+    pub(crate) globs: Vec<String>,
+    /// The command to start with the uprobes in place; usdt exits with its
+    /// status.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// `usdt bpftrace`.
+#[derive(Args, Debug)]
+pub(crate) struct BpftraceArgs {
+    /// The ELF file whose probes the program attaches to.
+    #[arg(value_name = "BINARY")]
+    pub(crate) binary: PathBuf,
+    /// The probes to print (provider:name, with * and ?); none: every probe.
+    #[arg(value_name = "PROBE-GLOB")]
+    pub(crate) globs: Vec<String>,
+}
+
+fn parse_pid(v: &str) -> Result<u32, String> {
+    v.parse()
+        .ok()
+        .filter(|p| *p > 0 && *p <= i32::MAX as u32)
+        .ok_or_else(|| format!("\"{v}\" is not a process id"))
+}
+
+/// Seconds, at least a millisecond and at most a day.
+fn parse_interval(v: &str) -> Result<Duration, String> {
+    let secs: f64 = v
+        .parse()
+        .map_err(|_| format!("the interval is a number of seconds, not \"{v}\""))?;
+    if !(0.001..=86_400.0).contains(&secs) {
+        return Err(format!(
+            "the interval is between 0.001 and 86400 seconds, not \"{v}\""
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_duration(v: &str) -> Result<Duration, String> {
+    let bad = || format!("the duration is a positive number of seconds, not \"{v}\"");
+    let secs: f64 = v
+        .parse()
+        .ok()
+        .filter(|s: &f64| *s > 0.0 && s.is_finite())
+        .ok_or_else(bad)?;
+    Duration::try_from_secs_f64(secs).map_err(|_| bad())
+}
+
+fn parse_limit(v: &str) -> Result<u64, String> {
+    v.parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("the limit is a positive number of hits, not \"{v}\""))
+}
+
+/// `PROBE-GLOB:N`, split at the last colon.
+fn parse_str_option(v: &str) -> Result<(String, usize), String> {
+    let bad = || format!("--str takes PROBE-GLOB:N, such as 'http:request_start:1', not \"{v}\"");
+    let (glob, n) = v.rsplit_once(':').ok_or_else(bad)?;
+    let n: usize = n.parse().map_err(|_| bad())?;
+    if !glob.contains(':') || n >= usdt_trace::MAX_ARGS {
+        return Err(bad());
+    }
+    Ok((glob.into(), n))
+}
+
+/// What to print for a command line clap refused, and the exit status:
+/// help and version on stdout (0); a value that fails its check as the
+/// one plain sentence of that check; other mistakes as clap words them
+/// (with the closest flag or value, and the usage), after `usdt:`.
+pub(crate) fn refused(e: &clap::Error) -> (String, bool, i32) {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => (e.to_string(), false, 0),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => (e.to_string(), true, 1),
+        ErrorKind::ValueValidation => match std::error::Error::source(e) {
+            Some(source) => (format!("usdt: {source}\n"), true, 1),
+            None => (prefixed(e), true, 1),
+        },
+        ErrorKind::InvalidValue => (invalid_value(e).unwrap_or_else(|| prefixed(e)), true, 1),
+        _ => (prefixed(e), true, 1),
+    }
+}
+
+/// clap's message with `usdt:` for its `error:`.
+fn prefixed(e: &clap::Error) -> String {
+    let text = e.to_string();
+    match text.strip_prefix("error: ") {
+        Some(rest) => format!("usdt: {rest}"),
+        None => format!("usdt: {text}"),
+    }
+}
+
+/// `usdt: --attach takes auto, nop or next, not "middle"`, with the
+/// closest value when there is one: one line.
+fn invalid_value(e: &clap::Error) -> Option<String> {
+    let string = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let arg = string(ContextKind::InvalidArg)?;
+    let arg = arg.split(' ').next().unwrap_or(&arg).to_string();
+    let value = string(ContextKind::InvalidValue)?;
+    let Some(ContextValue::Strings(valid)) = e.get(ContextKind::ValidValue) else {
+        return None;
+    };
+    let list = match valid.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => return None,
+    };
+    let near = match e.get(ContextKind::SuggestedValue) {
+        Some(ContextValue::String(s)) => format!(" (did you mean {s}?)"),
+        _ => String::new(),
+    };
+    Some(format!("usdt: {arg} takes {list}, not \"{value}\"{near}\n"))
+}
+
+impl Cli {
+    /// Parses the command line; `Err` carries what to print and the exit
+    /// status.
+    pub(crate) fn parse_args(args: Vec<OsString>) -> Result<Cli, (String, bool, i32)> {
+        Cli::try_parse_from(args).map_err(|e| refused(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, (String, bool, i32)> {
+        let mut all = vec![OsString::from("usdt")];
+        all.extend(args.iter().map(OsString::from));
+        Cli::parse_args(all)
+    }
+
+    #[test]
+    fn the_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn values_are_checked_in_one_sentence() {
+        let (text, _, code) = parse(&["count", "--interval", "x", "-p", "1"]).unwrap_err();
+        assert_eq!(
+            text,
+            "usdt: the interval is a number of seconds, not \"x\"\n"
+        );
+        assert_eq!(code, 1);
+        let (text, ..) = parse(&["count", "-p", "-1"]).unwrap_err();
+        assert_eq!(text, "usdt: \"-1\" is not a process id\n");
+        let (text, ..) = parse(&["count", "--attach", "middle", "--", "x"]).unwrap_err();
+        assert_eq!(
+            text,
+            "usdt: --attach takes auto, nop or next, not \"middle\"\n"
+        );
+        let (text, ..) = parse(&["count", "--engine", "bfp", "-p", "1"]).unwrap_err();
+        assert_eq!(
+            text,
+            "usdt: --engine takes auto, bpf or perf, not \"bfp\"\n"
+        );
+        let (text, ..) = parse(&["trace", "--attach", "nex", "-p", "1"]).unwrap_err();
+        assert_eq!(
+            text,
+            "usdt: --attach takes auto, nop or next, not \"nex\" (did you mean next?)\n"
+        );
+    }
+
+    #[test]
+    fn a_mistyped_flag_gets_the_closest() {
+        let (text, to_stderr, code) = parse(&["list", "--sitse", "x"]).unwrap_err();
+        assert!(
+            text.starts_with("usdt: unexpected argument '--sitse'"),
+            "{text}"
+        );
+        assert!(text.contains("'--sites'"), "{text}");
+        assert!(to_stderr);
+        assert_eq!(code, 1);
+    }
+
+    #[test]
+    fn help_and_version_exit_0() {
+        for args in [
+            &["--help"][..],
+            &["--version"],
+            &["count", "--help"],
+            &["trace", "--help"],
+            &["list", "--help"],
+            &["help", "count"],
+        ] {
+            let (text, to_stderr, code) = parse(args).unwrap_err();
+            assert_eq!((to_stderr, code), (false, 0), "{args:?}: {text}");
+        }
+    }
+
+    #[test]
+    fn exactly_one_target() {
+        assert!(parse(&["count", "-p", "1", "--", "x"]).is_err());
+        assert!(parse(&["count", "http:*"]).is_err());
+        assert!(parse(&["trace", "--all", "x"]).is_err());
+        let cli = parse(&["count", "a:*", "-p", "7", "b:?"]).unwrap();
+        let Command::Count(c) = cli.command else {
+            panic!()
+        };
+        assert_eq!(
+            (c.pid, c.globs),
+            (Some(7), vec!["a:*".into(), "b:?".into()])
+        );
+        let cli = parse(&["trace", "--str", "p:n:1", "--", "prog", "-x", "--y"]).unwrap();
+        let Command::Trace(t) = cli.command else {
+            panic!()
+        };
+        assert_eq!(t.strings, vec![("p:n".to_string(), 1)]);
+        assert_eq!(t.command, ["prog", "-x", "--y"]);
+    }
+}
