@@ -202,7 +202,7 @@ fn read_signatures_from<'d, R: object::ReadRef<'d>>(data: R) -> Result<Vec<Signa
 /// and only its headers and the records' section, by bounded reads (as
 /// [`read_file_probes`](crate::read_file_probes) reads the notes).
 pub fn read_file_signatures(path: impl AsRef<Path>) -> Result<Vec<Signature>, Error> {
-    read_signatures_from(&crate::note::Bounded::open(path.as_ref())?)
+    read_signatures_from(&crate::elf::note::Bounded::open(path.as_ref())?)
 }
 
 fn bad(reason: impl Into<String>) -> Error {
