@@ -241,46 +241,35 @@ fn point() -> AttachPoint {
     AttachPoint::Nop
 }
 
-fn bpf_link(exe: &Path, n: usize) -> Result<ManyRow, String> {
-    let sites = sites(exe)?;
-    let features = KernelFeatures::detect();
-    let multi = sites
-        .iter()
-        .enumerate()
-        .map(|(slot, s)| MultiSite::at(s, point(), &features, exe, slot as u32))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+/// What the two engines of this process share: attach the hot site alone
+/// and run it, then attach all `n` sites (timed, with the descriptors that
+/// adds), run the hot site, fire every other site once, `check` the counts,
+/// and detach (timed). `attach(sites, pid)` attaches the first `sites` sites.
+fn measure<C>(
+    engine: &'static str,
+    exe: &Path,
+    n: usize,
+    attach: impl Fn(usize, u32) -> Result<C, String>,
+    check: impl Fn(&C) -> Result<(), String>,
+) -> Result<ManyRow, String> {
     let mut p = Instance::start(exe)?;
-
-    let mut one = MultiCounter::new(1).map_err(|e| e.to_string())?;
-    one.attach(exe, &multi[..1], Target::Pid(p.pid))
-        .map_err(|e| e.to_string())?;
+    let one = attach(1, p.pid)?;
     let rate_one = p.hot_rate()?;
     drop(one);
 
     let before = open_fds(std::process::id());
     let start = Instant::now();
-    let mut all = MultiCounter::new(n as u32).map_err(|e| e.to_string())?;
-    all.attach(exe, &multi, Target::Pid(p.pid))
-        .map_err(|e| e.to_string())?;
+    let all = attach(n, p.pid)?;
     let attach = start.elapsed();
     let fds = open_fds(std::process::id()) - before;
     let rate_all = p.hot_rate()?;
     p.ask("all")?;
-    let counts = all.counts().map_err(|e| e.to_string())?;
-    let want_hot = 1000 + HOT;
-    if counts[0] != want_hot || counts[1..n].iter().any(|&c| c != 1) {
-        return Err(format!(
-            "counts wrong: hot {} (want {want_hot}), {} other sites not hit once",
-            counts[0],
-            counts[1..n].iter().filter(|&&c| c != 1).count()
-        ));
-    }
+    check(&all)?;
     let start = Instant::now();
     drop(all);
     let detach = start.elapsed();
     Ok(ManyRow {
-        engine: "bpf-link",
+        engine,
         sites: n,
         attach,
         detach,
@@ -290,43 +279,56 @@ fn bpf_link(exe: &Path, n: usize) -> Result<ManyRow, String> {
     })
 }
 
+fn bpf_link(exe: &Path, n: usize) -> Result<ManyRow, String> {
+    let sites = sites(exe)?;
+    let features = KernelFeatures::detect();
+    let multi = sites
+        .iter()
+        .enumerate()
+        .map(|(slot, s)| MultiSite::at(s, point(), &features, exe, slot as u32))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let attach = |k: usize, pid: u32| {
+        let mut counter = MultiCounter::new(k as u32).map_err(|e| e.to_string())?;
+        counter
+            .attach(exe, &multi[..k], Target::Pid(pid))
+            .map_err(|e| e.to_string())?;
+        Ok(counter)
+    };
+    let check = |all: &MultiCounter| {
+        let counts = all.counts().map_err(|e| e.to_string())?;
+        let want_hot = 1000 + HOT;
+        if counts[0] != want_hot || counts[1..n].iter().any(|&c| c != 1) {
+            return Err(format!(
+                "counts wrong: hot {} (want {want_hot}), {} other sites not hit once",
+                counts[0],
+                counts[1..n].iter().filter(|&&c| c != 1).count()
+            ));
+        }
+        Ok(())
+    };
+    measure("bpf-link", exe, n, attach, check)
+}
+
 fn perf_per_site(exe: &Path, n: usize) -> Result<ManyRow, String> {
     let sites = sites(exe)?;
-    let mut p = Instance::start(exe)?;
-
-    let mut one = PerfCounter::new(point());
-    one.attach(exe, &sites[..1], Target::Pid(p.pid))
-        .map_err(|e| e.to_string())?;
-    let rate_one = p.hot_rate()?;
-    drop(one);
-
-    let before = open_fds(std::process::id());
-    let start = Instant::now();
-    let mut all = PerfCounter::new(point());
-    all.attach(exe, &sites, Target::Pid(p.pid))
-        .map_err(|e| e.to_string())?;
-    let attach = start.elapsed();
-    let fds = open_fds(std::process::id()) - before;
-    let rate_all = p.hot_rate()?;
-    p.ask("all")?;
-    let counts = all.probe_counts().map_err(|e| e.to_string())?;
-    let total: u64 = counts.values().sum();
-    let want = 1000 + HOT + (n as u64 - 1);
-    if total != want {
-        return Err(format!("{total} hits counted, want {want}"));
-    }
-    let start = Instant::now();
-    drop(all);
-    let detach = start.elapsed();
-    Ok(ManyRow {
-        engine: "perf-per-site",
-        sites: n,
-        attach,
-        detach,
-        fds,
-        rate_one,
-        rate_all,
-    })
+    let attach = |k: usize, pid: u32| {
+        let mut counter = PerfCounter::new(point());
+        counter
+            .attach(exe, &sites[..k], Target::Pid(pid))
+            .map_err(|e| e.to_string())?;
+        Ok(counter)
+    };
+    let check = |all: &PerfCounter| {
+        let counts = all.probe_counts().map_err(|e| e.to_string())?;
+        let total: u64 = counts.values().sum();
+        let want = 1000 + HOT + (n as u64 - 1);
+        if total != want {
+            return Err(format!("{total} hits counted, want {want}"));
+        }
+        Ok(())
+    };
+    measure("perf-per-site", exe, n, attach, check)
 }
 
 /// A bpftrace counting `probes` of the program; `BEGIN` runs once every
