@@ -84,7 +84,14 @@ the kernel has it. $USDT_COUNT_ENGINE sets the default.")]
 Examples:
   sudo usdt trace -p 4242
   sudo usdt trace 'http:*' --limit 100 -- ./server
-  sudo usdt trace --str 'http:request_start:1' --json -- ./c-server")]
+  sudo usdt trace --str 'http:request_start:1' --json -- ./c-server
+
+The engine: a BPF program on one uprobe_multi link per file, which sees every
+thread from its first hit and reads memory at the hit (Linux 6.6+, x86-64), or
+perf events per site and thread (threads are found as they appear; memory is
+read by tracefs uprobe events at the hit, or with --no-tracefs from a copy of
+the stack); auto picks BPF when the kernel has it, perf with --no-tracefs.
+$USDT_TRACE_ENGINE sets the default.")]
     Trace(TraceArgs),
     /// Print a bpftrace program that prints hits as `usdt trace` does
     #[command(after_help = "\
@@ -193,9 +200,12 @@ pub(crate) struct TraceArgs {
     #[arg(long, value_enum, value_name = "POINT", default_value_t)]
     pub(crate) attach: Attach,
     /// Read memory operands from the stack copy of each sample instead of
-    /// having the kernel fetch them at the hit (tracefs uprobe events).
+    /// having the kernel fetch them at the hit (with perf events).
     #[arg(long)]
     pub(crate) no_tracefs: bool,
+    /// What samples (default: $USDT_TRACE_ENGINE, else auto).
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub(crate) engine: Option<Engine>,
     /// Trace the running process PID (every thread, every file it maps).
     #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
     pub(crate) pid: Option<u32>,

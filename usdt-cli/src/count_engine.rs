@@ -8,9 +8,11 @@ use std::path::PathBuf;
 use usdt_trace::bpf::{uprobe_multi_support, ProbeCounter, UprobeMulti};
 use usdt_trace::{AttachPoint, Error, PerfCounter, Site, Target};
 
-/// The environment variable that chooses the engine when `--engine` is not
-/// given.
+/// The environment variable that chooses `count`'s engine when `--engine`
+/// is not given.
 pub(crate) const ENGINE_ENV: &str = "USDT_COUNT_ENGINE";
+/// The same for `trace`.
+pub(crate) const TRACE_ENGINE_ENV: &str = "USDT_TRACE_ENGINE";
 
 /// Which engine counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -41,12 +43,33 @@ impl std::str::FromStr for Engine {
 }
 
 impl Engine {
-    /// `--engine` if given, else `$USDT_COUNT_ENGINE`, else auto.
-    pub(crate) fn chosen(option: Option<Engine>) -> Result<Engine, Error> {
-        match (option, std::env::var(ENGINE_ENV)) {
+    /// `--engine` if given, else the environment variable `env`, else auto.
+    pub(crate) fn chosen(option: Option<Engine>, env: &str) -> Result<Engine, Error> {
+        match (option, std::env::var(env)) {
             (Some(e), _) => Ok(e),
             (None, Ok(v)) if !v.is_empty() => v.parse(),
             _ => Ok(Engine::Auto),
+        }
+    }
+
+    /// Whether to sample with BPF (`usdt trace`) for `target`; says in one
+    /// line why not when falling back.
+    pub(crate) fn samples_with_bpf(self, target: Target) -> bool {
+        match self {
+            Engine::Bpf => true,
+            Engine::Perf => false,
+            Engine::Auto => {
+                let support = uprobe_multi_support();
+                let fits = support == UprobeMulti::Process
+                    && cfg!(target_arch = "x86_64")
+                    && matches!(target, Target::Pid(_));
+                if !fits && !matches!(support, UprobeMulti::Unknown(_)) {
+                    eprintln!(
+                        "usdt: BPF uprobe_multi links: {support}; sampling with one perf event per site and thread (threads are found as they appear)"
+                    );
+                }
+                fits
+            }
         }
     }
 

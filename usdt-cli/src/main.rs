@@ -177,7 +177,7 @@ struct Opts {
     raw: bool,
     limit: Option<u64>,
     no_tracefs: bool,
-    /// `count --engine`.
+    /// `count --engine`, `trace --engine`.
     engine: Option<Engine>,
     /// `count --all BINARY`.
     all: Option<PathBuf>,
@@ -213,6 +213,7 @@ impl From<TraceArgs> for Opts {
             raw: a.raw,
             limit: a.limit,
             no_tracefs: a.no_tracefs,
+            engine: a.engine,
             ..Opts::default()
         }
     }
@@ -418,7 +419,7 @@ fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
     let objects = process_objects(pid)?;
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     warn_next(opts.attach, &objects, &opts.operands);
-    let engine = Engine::chosen(opts.engine)?;
+    let engine = Engine::chosen(opts.engine, count_engine::ENGINE_ENV)?;
     let Some(counter) = attach(engine, &objects, opts, Target::Pid(pid))? else {
         return Ok(interrupted().map_or(130, |sig| 128 + sig));
     };
@@ -441,7 +442,7 @@ fn count_all(binary: &Path, opts: &Opts) -> Result<i32, Error> {
     let name = escape(&path.to_string_lossy()).into_owned();
     let matched = select(&objects, &opts.operands, &name)?;
     warn_next(opts.attach, &objects, &opts.operands);
-    let engine = Engine::chosen(opts.engine)?;
+    let engine = Engine::chosen(opts.engine, count_engine::ENGINE_ENV)?;
     let Some(counter) = attach(engine, &objects, opts, Target::AllProcesses)? else {
         return Ok(interrupted().map_or(130, |sig| 128 + sig));
     };
@@ -462,7 +463,7 @@ fn count_command(opts: &Opts) -> Result<i32, Error> {
     let command = command_objects(&opts.command[0])?;
     select(&command.objects, &opts.operands, &command.name())?;
     warn_next(opts.attach, &command.objects, &opts.operands);
-    let engine = Engine::chosen(opts.engine)?;
+    let engine = Engine::chosen(opts.engine, count_engine::ENGINE_ENV)?;
     let mut child = command.spawn(&opts.command)?;
     let counter = match attach(engine, &command.objects, opts, Target::Pid(child.pid())) {
         Ok(Some(counter)) => counter,
@@ -614,7 +615,7 @@ fn warn_skipped(path: &Path, probes: &ElfProbes) {
 }
 
 /// One line for a file whose probes cannot be read: never skipped in silence.
-fn not_attached(path: &Path, e: &Error) {
+pub(crate) fn not_attached(path: &Path, e: &Error) {
     eprintln!(
         "usdt: {}: {}; its probes are not attached",
         escape(&path.to_string_lossy()),
@@ -666,36 +667,95 @@ struct Counting {
 }
 
 struct Watched {
-    pid: u32,
     engine: Engine,
     point: AttachPoint,
     globs: Vec<String>,
+    maps: MapsWatch,
+}
+
+/// How often a traced process's mappings are read for new objects.
+const MAPS_POLL: Duration = Duration::from_millis(100);
+
+/// The files a process maps, read every [`MAPS_POLL`] for those not seen
+/// before: a library it loads with `dlopen` after the tracer attached.
+pub(crate) struct MapsWatch {
+    pid: u32,
     /// The inodes of the files already looked at.
     seen: BTreeSet<u64>,
     next_poll: Instant,
 }
 
-/// How often a counted process's mappings are read for new objects.
-const MAPS_POLL: Duration = Duration::from_millis(100);
-
-impl Counting {
-    /// Counts `pid` with `counter`, watching for objects beyond `objects`.
-    fn new(counter: Counter, engine: Engine, opts: &Opts, pid: u32, objects: &Objects) -> Counting {
+impl MapsWatch {
+    /// Watches `pid`, whose `objects` are attached already.
+    pub(crate) fn new(pid: u32, objects: &Objects) -> MapsWatch {
         use std::os::unix::fs::MetadataExt;
         let seen = objects
             .iter()
             .filter_map(|(path, _)| std::fs::metadata(path).ok())
             .map(|m| m.ino())
             .collect();
+        MapsWatch {
+            pid,
+            seen,
+            next_poll: Instant::now(),
+        }
+    }
+
+    /// The files mapped since the last look (none until [`MAPS_POLL`] has
+    /// passed) that have sites `globs` match: the path to open, the path
+    /// the process maps, and those sites. One line for each file that
+    /// cannot be read.
+    pub(crate) fn new_objects(&mut self, globs: &[String]) -> Vec<(PathBuf, String, Vec<Site>)> {
+        if Instant::now() < self.next_poll {
+            return vec![];
+        }
+        self.next_poll = Instant::now() + MAPS_POLL;
+        let Ok(maps) = usdt_trace::read_maps(self.pid) else {
+            return vec![]; // gone: the caller notices
+        };
+        let mut found = vec![];
+        for m in maps {
+            if m.inode == 0 || !m.path.starts_with('/') || !self.seen.insert(m.inode) {
+                continue;
+            }
+            let open_path = PathBuf::from(format!("/proc/{}/root{}", self.pid, m.path));
+            let probes = match read_file_probes(&open_path) {
+                Ok(p) => p,
+                Err(Error::NotElf) => continue,
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::InvalidInput =>
+                {
+                    continue
+                }
+                Err(e) => {
+                    not_attached(Path::new(&m.path), &e);
+                    continue;
+                }
+            };
+            warn_skipped(Path::new(&m.path), &probes);
+            let sites: Vec<Site> = probes
+                .sites
+                .into_iter()
+                .filter(|s| matches(globs, s))
+                .collect();
+            if !sites.is_empty() {
+                found.push((open_path, m.path, sites));
+            }
+        }
+        found
+    }
+}
+
+impl Counting {
+    /// Counts `pid` with `counter`, watching for objects beyond `objects`.
+    fn new(counter: Counter, engine: Engine, opts: &Opts, pid: u32, objects: &Objects) -> Counting {
         Counting {
             parts: vec![counter],
             watched: Some(Watched {
-                pid,
                 engine,
                 point: opts.attach,
                 globs: opts.operands.clone(),
-                seen,
-                next_poll: Instant::now(),
+                maps: MapsWatch::new(pid, objects),
             }),
         }
     }
@@ -714,54 +774,22 @@ impl Counting {
         let Some(w) = &mut self.watched else {
             return;
         };
-        if Instant::now() < w.next_poll {
-            return;
-        }
-        w.next_poll = Instant::now() + MAPS_POLL;
-        let Ok(maps) = usdt_trace::read_maps(w.pid) else {
-            return; // gone: the caller notices
-        };
-        for m in maps {
-            if m.inode == 0 || !m.path.starts_with('/') || !w.seen.insert(m.inode) {
-                continue;
-            }
-            let open_path = PathBuf::from(format!("/proc/{}/root{}", w.pid, m.path));
-            let shown = escape(&m.path).into_owned();
-            let probes = match read_file_probes(&open_path) {
-                Ok(p) => p,
-                Err(Error::NotElf) => continue,
-                Err(Error::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::InvalidInput =>
-                {
-                    continue
-                }
-                Err(e) => {
-                    not_attached(Path::new(&m.path), &e);
-                    continue;
-                }
-            };
-            warn_skipped(Path::new(&m.path), &probes);
-            let sites: Vec<&Site> = probes
-                .sites
-                .iter()
-                .filter(|s| matches(&w.globs, s))
-                .collect();
-            if sites.is_empty() {
-                continue;
-            }
-            let files = [(open_path, sites)];
-            match Counter::attach(w.engine, &files, w.point, Target::Pid(w.pid), &|| {
+        for (open_path, mapped, sites) in w.maps.new_objects(&w.globs) {
+            let shown = escape(&mapped);
+            let files = [(open_path, sites.iter().collect::<Vec<&Site>>())];
+            let pid = w.maps.pid;
+            match Counter::attach(w.engine, &files, w.point, Target::Pid(pid), &|| {
                 interrupted()
             }) {
                 Ok(Some(counter)) => {
                     eprintln!(
                         "usdt: {shown} was mapped after the start: counting its {} sites",
-                        files[0].1.len()
+                        sites.len()
                     );
                     self.parts.push(counter);
                 }
                 Ok(None) => return,
-                Err(e) => not_attached(Path::new(&m.path), &e),
+                Err(e) => not_attached(Path::new(&mapped), &e),
             }
         }
     }

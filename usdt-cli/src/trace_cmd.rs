@@ -3,14 +3,19 @@
 use std::io::{BufWriter, Stdout, Write};
 use std::time::Duration;
 
+use std::path::Path;
+
 use usdt_trace::{
-    escape_name, process_alive, process_threads, Error, Hit, Sampler, Signatures, Target, Value,
+    escape, escape_name, process_alive, process_threads, Error, Hit, Sampler, Signatures, Site,
+    Target, Value,
 };
 
 use crate::args::TraceArgs;
+use crate::count_engine::{Engine, TRACE_ENGINE_ENV};
 use crate::{
-    catch_signals, command_objects, finish_command, interrupted, matches, process_objects,
-    raise_fd_limit, select, typed, warn_next, Objects, Opts, BROKEN_PIPE,
+    catch_signals, command_objects, finish_command, interrupted, matches, not_attached,
+    process_objects, raise_fd_limit, select, typed, warn_next, MapsWatch, Objects, Opts,
+    BROKEN_PIPE,
 };
 
 pub(crate) fn trace(args: TraceArgs) -> Result<i32, Error> {
@@ -23,13 +28,14 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, Error> {
     }
 }
 
-fn sampler(opts: &Opts, objects: &Objects, sigs: &Signatures) -> Sampler {
-    let mut sampler = Sampler::new(opts.attach).kernel_fetch(!opts.no_tracefs);
-    for (glob, n) in &opts.strings {
-        sampler = sampler.string_arg(glob, *n);
-    }
-    let sites = objects.iter().flat_map(|(_, sites)| sites);
-    typed::string_args(sampler, sigs, sites.filter(|s| matches(&opts.operands, s)))
+/// Whether to sample with BPF: `--engine`, else `$USDT_TRACE_ENGINE`, else
+/// BPF where the kernel has it (and not with `--no-tracefs`, which asks for
+/// perf's stack copies).
+fn use_bpf(opts: &Opts, target: Target) -> Result<bool, Error> {
+    Ok(match Engine::chosen(opts.engine, TRACE_ENGINE_ENV)? {
+        Engine::Auto if opts.no_tracefs => false,
+        engine => engine.samples_with_bpf(target),
+    })
 }
 
 /// Each `--str` must name an argument of some traced probe.
@@ -56,11 +62,152 @@ fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), Error> {
     Ok(())
 }
 
+/// The uprobes of one `trace` run, what they are attached to, and where the
+/// hits go.
+struct Tracing<'o> {
+    opts: &'o Opts,
+    pid: u32,
+    sampler: Sampler,
+    out: Output,
+    /// Every file attached, with its sites.
+    objects: Objects,
+    /// With perf events, the threads attached (an event samples only its
+    /// thread); none with BPF, whose link covers every thread.
+    threads: Option<Threads>,
+    maps: MapsWatch,
+}
+
+impl<'o> Tracing<'o> {
+    fn new(opts: &'o Opts, pid: u32, objects: Objects, bpf: bool) -> Tracing<'o> {
+        let sigs = typed::signatures(
+            objects
+                .iter()
+                .map(|(p, _)| p.as_path())
+                .filter(|_| !opts.raw),
+        );
+        let mut sampler = Sampler::new(opts.attach)
+            .kernel_fetch(!opts.no_tracefs)
+            .bpf(bpf)
+            .per_cpu(true);
+        for (glob, n) in &opts.strings {
+            sampler.add_string_arg(glob, *n);
+        }
+        let sites = objects.iter().flat_map(|(_, sites)| sites);
+        typed::string_args(
+            &mut sampler,
+            &sigs,
+            sites.filter(|s| matches(&opts.operands, s)),
+        );
+        Tracing {
+            opts,
+            pid,
+            sampler,
+            out: Output::new(opts, sigs),
+            maps: MapsWatch::new(pid, &objects),
+            objects,
+            threads: (!bpf).then(|| Threads::new(pid)),
+        }
+    }
+
+    /// Attaches the matching sites of the objects (every thread with BPF;
+    /// with perf events, the process's threads not attached yet);
+    /// `Some(signal)` when a signal stopped it.
+    fn attach(&mut self) -> Result<Option<i32>, Error> {
+        let globs = &self.opts.operands;
+        match &mut self.threads {
+            Some(threads) => threads.attach_new(&mut self.sampler, &self.objects, globs),
+            None => {
+                for (path, sites) in &self.objects {
+                    let sites: Vec<&Site> = sites.iter().filter(|s| matches(globs, s)).collect();
+                    if let Some(sig) = interrupted() {
+                        return Ok(Some(sig));
+                    }
+                    attach_sites(&mut self.sampler, path, &sites, self.pid)?;
+                }
+                Ok(interrupted())
+            }
+        }
+    }
+
+    /// Attaches to the threads started and the objects mapped since the
+    /// last look.
+    fn attach_new(&mut self) -> Result<(), Error> {
+        let globs = &self.opts.operands;
+        if let Some(threads) = &mut self.threads {
+            threads.attach_new(&mut self.sampler, &self.objects, globs)?;
+        }
+        for (open_path, mapped, sites) in self.maps.new_objects(globs) {
+            if !self.opts.raw {
+                self.out.sigs.add_file(&open_path);
+            }
+            typed::string_args(&mut self.sampler, &self.out.sigs, &sites);
+            let file = [(open_path, sites)];
+            let attached = match &self.threads {
+                Some(threads) => threads.seen.iter().try_for_each(|tid| {
+                    attach_all(&mut self.sampler, &file, globs, *tid).map(drop)
+                }),
+                None => {
+                    let sites: Vec<&Site> = file[0].1.iter().collect();
+                    attach_sites(&mut self.sampler, &file[0].0, &sites, self.pid)
+                }
+            };
+            match attached {
+                Ok(()) => eprintln!(
+                    "usdt: {} was mapped after the start: tracing its {} sites",
+                    escape(&mapped),
+                    file[0].1.len()
+                ),
+                Err(e) => not_attached(Path::new(&mapped), &e),
+            }
+            let [file] = file;
+            self.objects.push(file);
+        }
+        Ok(())
+    }
+
+    /// Prints hits until `running` says the target is gone (then everything
+    /// left in the rings), Ctrl-C, or the limit; meanwhile attaches to new
+    /// threads and objects.
+    fn follow(&mut self, mut running: impl FnMut() -> Result<bool, Error>) -> Result<(), Error> {
+        while interrupted().is_none() && !self.out.done() {
+            if !running()? {
+                self.sampler.drain(|hit| self.out.hit(&hit));
+                break;
+            }
+            self.attach_new()?;
+            self.sampler
+                .poll(Duration::from_millis(50), |hit| self.out.hit(&hit))?;
+            self.out.flush();
+        }
+        if interrupted().is_some() {
+            self.sampler.drain(|hit| self.out.hit(&hit));
+        }
+        self.out.flush();
+        report_lost(&self.sampler);
+        Ok(())
+    }
+}
+
+/// Attaches `sites` of the file at `path` for every thread of `pid` (BPF:
+/// one link).
+fn attach_sites(
+    sampler: &mut Sampler,
+    path: &Path,
+    sites: &[&Site],
+    pid: u32,
+) -> Result<(), Error> {
+    match sampler.attach(path, sites.iter().copied(), Target::Pid(pid)) {
+        // Ctrl-C reaches the paused command too.
+        Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(()),
+        other => other,
+    }
+}
+
 /// Attaches to the matching sites for one thread, one site at a time:
 /// `Some(signal)` when a signal stopped it.
 fn attach_all(
     sampler: &mut Sampler,
-    objects: &Objects,
+    objects: &[(std::path::PathBuf, Vec<Site>)],
     globs: &[String],
     pid: u32,
 ) -> Result<Option<i32>, Error> {
@@ -80,47 +227,33 @@ fn attach_all(
 }
 
 /// Attaches to a running process until it exits, Ctrl-C or the limit.
-///
-/// A uprobe perf event samples only the thread it was opened for: one set
-/// of per-CPU events per thread the process has, and for threads it starts
-/// later as they appear.
 fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
     let objects = process_objects(pid)?;
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     check_strings(&objects, opts)?;
     warn_next(opts.attach, &objects, &opts.operands);
-    raise_fd_limit();
-    let sigs = typed::signatures(
-        objects
-            .iter()
-            .map(|(p, _)| p.as_path())
-            .filter(|_| !opts.raw),
-    );
-    let mut sampler = sampler(opts, &objects, &sigs).per_cpu(true);
-    let mut threads = Threads::new(pid);
-    if let Some(sig) = threads.attach_new(&mut sampler, &objects, &opts.operands)? {
+    let bpf = use_bpf(opts, Target::Pid(pid))?;
+    if !bpf {
+        raise_fd_limit();
+    }
+    let mut tracing = Tracing::new(opts, pid, objects, bpf);
+    if let Some(sig) = tracing.attach()? {
         return Ok(128 + sig);
     }
-    eprintln!(
-        "usdt: tracing {matched} sites of process {pid} ({} threads); Ctrl-C stops",
-        threads.seen.len()
-    );
-    let mut out = Output::new(opts, sigs);
-    follow(&mut sampler, &mut out, |sampler| {
-        threads.attach_new(sampler, &objects, &opts.operands)?;
-        Ok(process_alive(pid))
-    })?;
-    report_lost(&sampler);
-    if out.broken {
+    let threads = process_threads(pid).map_or(0, |t| t.len());
+    eprintln!("usdt: tracing {matched} sites of process {pid} ({threads} threads); Ctrl-C stops");
+    tracing.follow(|| Ok(process_alive(pid)))?;
+    if tracing.out.broken {
         return Ok(BROKEN_PIPE);
     }
     Ok(interrupted().map_or(0, |sig| 128 + sig))
 }
 
-/// The threads of a traced process: a uprobe perf event samples only the
-/// thread it was opened for, so each thread gets its own events, and threads
-/// started later get theirs when [`Threads::attach_new`] next looks (their
-/// hits before that are not seen).
+/// The threads of a traced process, with perf events: a uprobe perf event
+/// samples only the thread it was opened for, so each thread gets its own
+/// events, and threads started later get theirs when
+/// [`Threads::attach_new`] next looks (their hits before that are not
+/// seen).
 struct Threads {
     pid: u32,
     seen: std::collections::BTreeSet<u32>,
@@ -163,76 +296,64 @@ impl Threads {
 /// Starts a command with the uprobes in place; returns its exit code.
 fn trace_command(opts: &Opts) -> Result<i32, Error> {
     let command = command_objects(&opts.command[0])?;
-    let objects = &command.objects;
-    select(objects, &opts.operands, &command.name())?;
-    check_strings(objects, opts)?;
-    warn_next(opts.attach, objects, &opts.operands);
-    raise_fd_limit();
-    let sigs = typed::signatures(
-        objects
-            .iter()
-            .map(|(p, _)| p.as_path())
-            .filter(|_| !opts.raw),
-    );
-    let mut sampler = sampler(opts, objects, &sigs).per_cpu(true);
+    select(&command.objects, &opts.operands, &command.name())?;
+    check_strings(&command.objects, opts)?;
+    warn_next(opts.attach, &command.objects, &opts.operands);
     let mut child = command.spawn(&opts.command)?;
-    match attach_all(&mut sampler, objects, &opts.operands, child.pid()) {
+    let bpf = match use_bpf(opts, Target::Pid(child.pid())) {
+        Ok(bpf) => bpf,
+        Err(e) => {
+            child.kill();
+            return Err(e);
+        }
+    };
+    if !bpf {
+        raise_fd_limit();
+    }
+    let mut tracing = Tracing::new(opts, child.pid(), command.objects, bpf);
+    // The paused command has one thread: attach to it (with perf events,
+    // threads it starts are found as they appear).
+    let attached = match &mut tracing.threads {
+        Some(threads) => {
+            threads.seen.insert(child.pid());
+            attach_all(
+                &mut tracing.sampler,
+                &tracing.objects,
+                &opts.operands,
+                child.pid(),
+            )
+        }
+        None => tracing.attach(),
+    };
+    match attached {
         Ok(None) => {}
         Ok(Some(sig)) => {
-            drop(sampler);
+            drop(tracing);
             child.kill();
             return Ok(128 + sig);
         }
         Err(e) => {
-            drop(sampler);
+            drop(tracing);
             child.kill();
             return Err(e);
         }
     }
     child.start()?;
-    let mut out = Output::new(opts, sigs);
     let mut status = None;
-    let mut threads = Threads::new(child.pid());
-    threads.seen.insert(child.pid());
-    let followed = follow(&mut sampler, &mut out, |sampler| {
+    let followed = tracing.follow(|| {
         status = child.try_wait()?;
-        if status.is_none() {
-            threads.attach_new(sampler, objects, &opts.operands)?;
-        }
         Ok(status.is_none())
     });
-    report_lost(&sampler);
+    let broken = tracing.out.broken;
     // After --limit or a closed stdout: detach and let the command finish
     // untraced.
-    drop(sampler);
+    drop(tracing);
     let code = finish_command(&mut child, status, followed)?;
-    Ok(if out.broken && interrupted().is_none() {
+    Ok(if broken && interrupted().is_none() {
         BROKEN_PIPE
     } else {
         code
     })
-}
-
-/// Prints hits until the target is gone (then everything left in the
-/// rings), Ctrl-C, or the limit.
-fn follow(
-    sampler: &mut Sampler,
-    out: &mut Output,
-    mut running: impl FnMut(&mut Sampler) -> Result<bool, Error>,
-) -> Result<(), Error> {
-    while interrupted().is_none() && !out.done() {
-        if !running(sampler)? {
-            sampler.drain(|hit| out.hit(&hit));
-            break;
-        }
-        sampler.poll(Duration::from_millis(50), |hit| out.hit(&hit))?;
-        out.flush();
-    }
-    if interrupted().is_some() {
-        sampler.drain(|hit| out.hit(&hit));
-    }
-    out.flush();
-    Ok(())
 }
 
 fn report_lost(sampler: &Sampler) {

@@ -38,10 +38,10 @@ pub(crate) fn probe_column(sigs: &Signatures, site: &Site) -> String {
 /// `String`, `&CStr` and `CString` parameter of the traced probes, and the
 /// first bytes of every byte slice.
 pub(crate) fn string_args<'a>(
-    mut sampler: Sampler,
+    sampler: &mut Sampler,
     sigs: &Signatures,
     sites: impl IntoIterator<Item = &'a Site>,
-) -> Sampler {
+) {
     let mut done = std::collections::BTreeSet::new();
     for site in sites {
         let Some(sig) = sigs.of_site(site) else {
@@ -54,13 +54,12 @@ pub(crate) fn string_args<'a>(
             // The probe's exact name: provider and probe names hold no glob
             // characters (`*`, `?`), only letters, digits, `_` and `-`.
             if param.kind.is_string() {
-                sampler = sampler.string_arg(&site.probe(), i);
+                sampler.add_string_arg(&site.probe(), i);
             } else if param.kind == Kind::Bytes {
-                sampler = sampler.bytes_arg(&site.probe(), i);
+                sampler.add_bytes_arg(&site.probe(), i);
             }
         }
     }
-    sampler
 }
 
 /// `id=1 path="/index.html"` for a recorded probe's hit.

@@ -187,6 +187,7 @@ fn interrupt_during_attach(command: &str, sig: i32) {
     let mut usdt = Command::new(USDT)
         .args([command, "--", bin.to_str().unwrap()])
         .env("USDT_COUNT_ENGINE", "perf")
+        .env("USDT_TRACE_ENGINE", "perf")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -241,8 +242,10 @@ fn a_tracer_killed_during_attach_leaves_no_paused_command() {
     }
     let _serial = serial();
     let bin = many();
+    // The perf engine, whose attach of 4000 sites is long enough to kill.
     let mut tracer = Command::new(USDT)
         .args(["trace", "--", bin.to_str().unwrap()])
+        .env("USDT_TRACE_ENGINE", "perf")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -372,8 +375,24 @@ fn a_killed_tracer_leaves_events_only_until_the_next_one() {
     }
     let _serial = serial();
     let (mut prog, pid, _, one_sem) = start_many();
+    // A killed BPF tracer leaves nothing: the kernel closes its links.
     let mut tracer = Command::new(USDT)
         .args(["trace", "many:one", "-p", &pid.to_string()])
+        .env("USDT_TRACE_ENGINE", "bpf")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_attached(&mut BufReader::new(tracer.stderr.take().unwrap()));
+    assert_ne!(read_semaphore(pid, one_sem).unwrap(), 0);
+    assert_eq!(events_of(tracer.id()), 0);
+    signal(tracer.id(), libc::SIGKILL);
+    wait_deadline(&mut tracer, 60);
+    assert_eq!(read_semaphore(pid, one_sem).unwrap(), 0);
+    // The perf engine's tracefs events outlive a killed tracer.
+    let mut tracer = Command::new(USDT)
+        .args(["trace", "many:one", "-p", &pid.to_string()])
+        .env("USDT_TRACE_ENGINE", "perf")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -389,7 +408,16 @@ fn a_killed_tracer_leaves_events_only_until_the_next_one() {
     assert_eq!(read_semaphore(pid, one_sem).unwrap(), 0);
     assert_eq!(events_of(killed), 1);
     let (code, _, err) = usdt(
-        &["trace", "--limit", "1", "many:one", "-p", &pid.to_string()],
+        &[
+            "trace",
+            "--engine",
+            "perf",
+            "--limit",
+            "1",
+            "many:one",
+            "-p",
+            &pid.to_string(),
+        ],
         60,
     );
     assert_eq!(code, 0, "{err}");

@@ -279,6 +279,15 @@ fn take_stale(group: &str) -> Option<std::fs::File> {
     locked.then_some(file)
 }
 
+/// Removes stale events (see [`remove_stale`]) where tracefs is mounted:
+/// for tracers that define none of their own, so that every `usdt` run
+/// cleans up after a killed one.
+pub(crate) fn remove_stale_events() {
+    if let Some(root) = root() {
+        remove_stale(&root);
+    }
+}
+
 /// Removes the events of `usdt` processes that ended without removing
 /// theirs (killed), and their lock files, once per process: only groups
 /// whose lock file exists and is not held. Their perf events were closed

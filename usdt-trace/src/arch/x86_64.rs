@@ -66,6 +66,19 @@ pub(crate) const PERF_SP: u32 = 7;
 /// perf's number of the instruction pointer.
 pub(crate) const PERF_IP: u32 = 8;
 
+/// The index of perf register `perf` in the kernel's `struct pt_regs`
+/// (`arch/x86/include/asm/ptrace.h`: r15, r14, r13, r12, bp, bx, r11, r10,
+/// r9, r8, ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss), which a BPF
+/// uprobe program is given.
+pub(crate) fn pt_regs_index(perf: u32) -> Option<u8> {
+    const BY_PERF: [u8; 24] = [
+        10, 5, 11, 12, 13, 14, 4, 19, 16, 18, 17, 20, // ax .. ss
+        0xff, 0xff, 0xff, 0xff, // ds, es, fs, gs: not in pt_regs
+        9, 8, 7, 6, 3, 2, 1, 0, // r8 .. r15
+    ];
+    BY_PERF.get(perf as usize).copied().filter(|i| *i != 0xff)
+}
+
 /// The row of `reg` (none for an aarch64 register).
 pub(crate) fn register(reg: Reg64) -> Option<&'static Register> {
     REGISTERS.iter().find(|r| r.reg == reg)
@@ -126,5 +139,21 @@ mod tests {
         assert_eq!(parse("xmm0"), None);
         assert_eq!(register(Reg64::Rsp).map(|r| r.perf), Some(PERF_SP));
         assert_eq!(register(Reg64::Rip).map(|r| r.perf), Some(PERF_IP));
+    }
+
+    /// `struct pt_regs` in order, by the names tracefs gives its fields.
+    const PT_REGS: [&str; 21] = [
+        "r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx", "dx", "si",
+        "di", "orig_ax", "ip", "cs", "flags", "sp", "ss",
+    ];
+
+    #[test]
+    fn pt_regs_indexes_agree_with_tracefs_names() {
+        for r in REGISTERS {
+            let i = pt_regs_index(r.perf).unwrap();
+            assert_eq!(PT_REGS[usize::from(i)], r.tracefs, "{:?}", r.reg);
+        }
+        assert_eq!(pt_regs_index(12), None);
+        assert_eq!(pt_regs_index(24), None);
     }
 }

@@ -1,6 +1,7 @@
-//! A tiny encoder for the BPF instructions the counting program uses
-//! (`struct bpf_insn` and the opcode bits of the kernel's
-//! `include/uapi/linux/bpf_common.h` and `bpf.h`).
+//! A tiny encoder for the BPF instructions the counting and sampling
+//! programs use (`struct bpf_insn` and the opcode bits of the kernel's
+//! `include/uapi/linux/bpf_common.h` and `bpf.h`), and [`Asm`], which
+//! resolves forward jumps to labels.
 
 /// One instruction: opcode, destination and source registers, offset and
 /// immediate, as `struct bpf_insn` lays them out.
@@ -26,17 +27,33 @@ pub(crate) const R0: Reg = Reg(0);
 pub(crate) const R1: Reg = Reg(1);
 /// The second argument.
 pub(crate) const R2: Reg = Reg(2);
+/// The third argument.
+pub(crate) const R3: Reg = Reg(3);
+/// The fourth argument.
+pub(crate) const R4: Reg = Reg(4);
+/// Callee-saved registers: kept across helper calls.
+pub(crate) const R6: Reg = Reg(6);
+pub(crate) const R7: Reg = Reg(7);
+pub(crate) const R8: Reg = Reg(8);
+pub(crate) const R9: Reg = Reg(9);
 /// The read-only frame pointer (the stack grows down from it).
 pub(crate) const R10: Reg = Reg(10);
 
 // Instruction classes.
 const BPF_LD: u8 = 0x00;
+const BPF_LDX: u8 = 0x01;
 const BPF_STX: u8 = 0x03;
 const BPF_JMP: u8 = 0x05;
 const BPF_ALU64: u8 = 0x07;
-// Sizes: 4 and 8 bytes.
-const BPF_W: u8 = 0x00;
-const BPF_DW: u8 = 0x18;
+/// A memory access's size: 1, 4 or 8 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Size {
+    B = 0x10,
+    W = 0x00,
+    DW = 0x18,
+}
+const BPF_W: u8 = Size::W as u8;
+const BPF_DW: u8 = Size::DW as u8;
 // Modes.
 const BPF_IMM: u8 = 0x00;
 const BPF_MEM: u8 = 0x60;
@@ -46,7 +63,12 @@ const BPF_K: u8 = 0x00;
 const BPF_X: u8 = 0x08;
 // ALU and jump operations.
 const BPF_ADD: u8 = 0x00;
+const BPF_SUB: u8 = 0x10;
+const BPF_MUL: u8 = 0x20;
+const BPF_AND: u8 = 0x50;
+const BPF_LSH: u8 = 0x60;
 const BPF_MOV: u8 = 0xb0;
+const BPF_JA: u8 = 0x00;
 const BPF_JEQ: u8 = 0x10;
 const BPF_CALL: u8 = 0x80;
 const BPF_EXIT: u8 = 0x90;
@@ -75,6 +97,41 @@ pub(crate) fn mov64_reg(dst: Reg, src: Reg) -> Insn {
 /// `dst += imm` (64-bit).
 pub(crate) fn add64_imm(dst: Reg, imm: i32) -> Insn {
     insn(BPF_ALU64 | BPF_ADD | BPF_K, dst, R0, 0, imm)
+}
+
+/// `dst += src` (64-bit).
+pub(crate) fn add64_reg(dst: Reg, src: Reg) -> Insn {
+    insn(BPF_ALU64 | BPF_ADD | BPF_X, dst, src, 0, 0)
+}
+
+/// `dst -= imm` (64-bit).
+pub(crate) fn sub64_imm(dst: Reg, imm: i32) -> Insn {
+    insn(BPF_ALU64 | BPF_SUB | BPF_K, dst, R0, 0, imm)
+}
+
+/// `dst *= src` (64-bit).
+pub(crate) fn mul64_reg(dst: Reg, src: Reg) -> Insn {
+    insn(BPF_ALU64 | BPF_MUL | BPF_X, dst, src, 0, 0)
+}
+
+/// `dst &= imm` (64-bit).
+pub(crate) fn and64_imm(dst: Reg, imm: i32) -> Insn {
+    insn(BPF_ALU64 | BPF_AND | BPF_K, dst, R0, 0, imm)
+}
+
+/// `dst <<= imm` (64-bit).
+pub(crate) fn lsh64_imm(dst: Reg, imm: i32) -> Insn {
+    insn(BPF_ALU64 | BPF_LSH | BPF_K, dst, R0, 0, imm)
+}
+
+/// `dst = *(size *)(src + off)`, zero-extended.
+pub(crate) fn load(size: Size, dst: Reg, src: Reg, off: i16) -> Insn {
+    insn(BPF_LDX | BPF_MEM | size as u8, dst, src, off, 0)
+}
+
+/// `*(size *)(dst + off) = src`.
+pub(crate) fn store(size: Size, dst: Reg, off: i16, src: Reg) -> Insn {
+    insn(BPF_STX | BPF_MEM | size as u8, dst, src, off, 0)
 }
 
 /// `*(u32 *)(dst + off) = src`.
@@ -114,6 +171,20 @@ pub(crate) fn jeq_imm(dst: Reg, imm: i32, off: i16) -> Insn {
     insn(BPF_JMP | BPF_JEQ | BPF_K, dst, R0, off, imm)
 }
 
+/// A conditional jump's comparison of a register with an immediate
+/// (unsigned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cmp {
+    /// `==`
+    Eq = 0x10,
+    /// `>`
+    Gt = 0x20,
+    /// `>=`
+    Ge = 0x30,
+    /// `!=`
+    Ne = 0x50,
+}
+
 /// `r0 = helper(r1, ..., r5)`.
 pub(crate) fn call(helper: i32) -> Insn {
     insn(BPF_JMP | BPF_CALL, R0, R0, 0, helper)
@@ -122,6 +193,64 @@ pub(crate) fn call(helper: i32) -> Insn {
 /// `return r0`.
 pub(crate) fn exit() -> Insn {
     insn(BPF_JMP | BPF_EXIT, R0, R0, 0, 0)
+}
+
+/// A place in a program that jumps go to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Label(usize);
+
+/// A program being written: instructions, and jumps to labels that are
+/// resolved by [`Asm::finish`].
+#[derive(Debug, Default)]
+pub(crate) struct Asm {
+    insns: Vec<Insn>,
+    /// Where each label is, once bound.
+    labels: Vec<Option<usize>>,
+    /// The jumps to resolve: instruction index and label.
+    jumps: Vec<(usize, Label)>,
+}
+
+impl Asm {
+    /// Appends instructions.
+    pub(crate) fn push(&mut self, insns: impl IntoIterator<Item = Insn>) {
+        self.insns.extend(insns);
+    }
+
+    /// A new label, not yet bound to a place.
+    pub(crate) fn label(&mut self) -> Label {
+        self.labels.push(None);
+        Label(self.labels.len() - 1)
+    }
+
+    /// Binds `label` to the next instruction.
+    pub(crate) fn bind(&mut self, label: Label) {
+        self.labels[label.0] = Some(self.insns.len());
+    }
+
+    /// `if dst CMP imm goto label`.
+    pub(crate) fn jump_if(&mut self, dst: Reg, cmp: Cmp, imm: i32, label: Label) {
+        self.jumps.push((self.insns.len(), label));
+        self.insns
+            .push(insn(BPF_JMP | cmp as u8 | BPF_K, dst, R0, 0, imm));
+    }
+
+    /// `goto label`.
+    pub(crate) fn jump(&mut self, label: Label) {
+        self.jumps.push((self.insns.len(), label));
+        self.insns.push(insn(BPF_JMP | BPF_JA, R0, R0, 0, 0));
+    }
+
+    /// The instructions, every jump resolved. Panics on a label never bound
+    /// or a jump too far for its 16-bit offset: mistakes of this crate's
+    /// program writers, found by their tests.
+    pub(crate) fn finish(mut self) -> Vec<Insn> {
+        for (at, label) in std::mem::take(&mut self.jumps) {
+            let to = self.labels[label.0].expect("a jump to a label never bound");
+            let off = i16::try_from(to as i64 - at as i64 - 1).expect("a jump within 32K");
+            self.insns[at].off = off;
+        }
+        self.insns
+    }
 }
 
 #[cfg(test)]
@@ -160,5 +289,39 @@ mod tests {
         assert_eq!(bytes(jeq_imm(R0, 0, 2)), [0x15, 0, 2, 0, 0, 0, 0, 0]);
         assert_eq!(bytes(call(1)), [0x85, 0, 0, 0, 1, 0, 0, 0]);
         assert_eq!(bytes(exit()), [0x95, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            bytes(load(Size::DW, R1, R6, 16)),
+            [0x79, 0x61, 16, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(load(Size::B, R1, R8, 2)),
+            [0x71, 0x81, 2, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(store(Size::DW, R7, 24, R1)),
+            [0x7b, 0x17, 24, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(bytes(add64_reg(R3, R2)), [0x0f, 0x23, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(bytes(mul64_reg(R2, R4)), [0x2f, 0x42, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(bytes(lsh64_imm(R2, 3)), [0x67, 0x02, 0, 0, 3, 0, 0, 0]);
+        assert_eq!(bytes(and64_imm(R1, 1)), [0x57, 0x01, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(bytes(sub64_imm(R1, 5)), [0x17, 0x01, 0, 0, 5, 0, 0, 0]);
+    }
+
+    #[test]
+    fn jumps_land_on_their_labels() {
+        let mut a = Asm::default();
+        let end = a.label();
+        let back = a.label();
+        a.bind(back);
+        a.jump_if(R1, Cmp::Gt, 20, end); // 0
+        a.push([mov64_imm(R0, 1)]); // 1
+        a.jump(end); // 2
+        a.push([mov64_imm(R0, 2)]); // 3
+        a.bind(end);
+        a.push([exit()]); // 4
+        let p = a.finish();
+        assert_eq!(bytes(p[0]), [0x25, 0x01, 3, 0, 20, 0, 0, 0]);
+        assert_eq!(bytes(p[2]), [0x05, 0, 1, 0, 0, 0, 0, 0]);
     }
 }

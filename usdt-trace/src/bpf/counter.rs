@@ -208,7 +208,7 @@ impl MultiCounter {
 }
 
 /// The error for a failed `BPF_LINK_CREATE`.
-fn link_error(e: std::io::Error, path: &Path, sites: usize, pid: u32) -> BpfError {
+pub(super) fn link_error(e: std::io::Error, path: &Path, sites: usize, pid: u32) -> BpfError {
     match e.raw_os_error() {
         Some(libc::ESRCH) => BpfError::NoProcess(pid),
         Some(libc::ENOENT | libc::EACCES | libc::ENOTDIR | libc::EBADF) => BpfError::File {

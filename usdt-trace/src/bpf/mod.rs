@@ -19,6 +19,8 @@ mod asm;
 mod counter;
 mod probes;
 mod program;
+mod ringbuf;
+pub(crate) mod sampling;
 mod support;
 mod sys;
 

@@ -16,11 +16,16 @@ use std::os::fd::{FromRawFd, OwnedFd};
 /// `enum bpf_cmd`.
 pub(crate) const BPF_MAP_CREATE: libc::c_int = 0;
 pub(crate) const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
+pub(crate) const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 pub(crate) const BPF_PROG_LOAD: libc::c_int = 5;
 pub(crate) const BPF_LINK_CREATE: libc::c_int = 28;
 
+/// `enum bpf_map_type`: an array of values.
+pub(crate) const BPF_MAP_TYPE_ARRAY: u32 = 2;
 /// `enum bpf_map_type`: one value per CPU for each key.
 pub(crate) const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+/// `enum bpf_map_type`: a ring buffer shared by every CPU (Linux 5.8).
+pub(crate) const BPF_MAP_TYPE_RINGBUF: u32 = 27;
 /// `enum bpf_prog_type`: uprobe programs are kprobe programs.
 pub(crate) const BPF_PROG_TYPE_KPROBE: u32 = 2;
 /// `enum bpf_attach_type` (Linux 6.6).
@@ -114,7 +119,8 @@ const _: () = {
     assert!(size_of::<LinkCreateAttr>() == 64);
 };
 
-/// `BPF_MAP_LOOKUP_ELEM`.
+/// `BPF_MAP_LOOKUP_ELEM` and `BPF_MAP_UPDATE_ELEM` (whose `flags` 0 is
+/// `BPF_ANY`).
 #[repr(C)]
 #[derive(Default)]
 pub(crate) struct MapElemAttr {

@@ -6,6 +6,9 @@ use std::collections::HashMap;
 
 use super::plan::{perf_reg, Plan, RawPlan, PERF_REG_IP, PERF_REG_SP};
 use super::{Hit, Value, BYTES_FETCH, STRING_MAX};
+use crate::bpf::sampling::{
+    DEREF, DEREF_AT, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, PT_REGS, SLOT, SLOTS_AT, VALUE_MAX,
+};
 use crate::elf::arg::{Arg, Operand, Reg, RegWidth};
 use crate::tracefs::data_loc_string;
 
@@ -337,4 +340,98 @@ pub(super) fn decode_sample(
         name: plan.name.clone(),
         args,
     })
+}
+
+/// Decodes one record of the BPF sampling program (see
+/// [`crate::bpf::sampling`]): the cookie is the plan's index.
+pub(super) fn decode_bpf_record(plans: &[Plan], record: &[u8]) -> Option<Hit> {
+    let mut f = Fields(record);
+    let plan = plans.get(usize::try_from(f.u64()?).ok()?)?;
+    let pid_tgid = f.u64()?;
+    let (pid, tid) = ((pid_tgid >> 32) as u32, pid_tgid as u32);
+    let time_ns = f.u64()?;
+    let mut pt = [0u64; PT_REGS];
+    for r in &mut pt {
+        *r = f.u64()?;
+    }
+    // The registers the plan names, in perf's order, as a perf sample
+    // carries them.
+    let regs: Vec<u64> = (0..64u32)
+        .filter(|n| plan.regs_mask & (1 << n) != 0)
+        .map(|n| crate::arch::x86_64::pt_regs_index(n).map_or(0, |i| pt[usize::from(i)]))
+        .collect();
+    let cx = Context {
+        pid,
+        regs: &regs,
+        sp: plan.reg(&regs, PERF_REG_SP),
+        stack: &[],
+    };
+    let args = (0..plan.args.len())
+        .map(|i| decode_bpf_arg(plan, &cx, record, i))
+        .collect();
+    Some(Hit {
+        time_ns,
+        pid,
+        tid,
+        provider: plan.provider.clone(),
+        name: plan.name.clone(),
+        args,
+    })
+}
+
+/// Argument `i` from what the program read at the hit; what it could not
+/// read (a page not present: BPF programs do not fault pages in) is read
+/// from the process now.
+fn decode_bpf_arg(plan: &Plan, cx: &Context<'_>, record: &[u8], i: usize) -> Value {
+    let Some(f) = plan.fetch.get(i).filter(|f| f.kind != 0) else {
+        return decode_arg(plan, cx, i);
+    };
+    let Some(slot) = record.get(SLOTS_AT + i * SLOT..SLOTS_AT + (i + 1) * SLOT) else {
+        return decode_arg(plan, cx, i);
+    };
+    let rc = |at: usize| i32::from_ne_bytes(slot[at..at + 4].try_into().unwrap_or_default());
+    let arg = &plan.args[i];
+    let bytes: Vec<u8> = if f.kind & FETCH_VALUE != 0 {
+        if rc(VALUE_MAX) != 0 {
+            return decode_arg(plan, cx, i);
+        }
+        slot[..usize::from(f.size).min(VALUE_MAX)].to_vec()
+    } else {
+        match &arg.operand {
+            Operand::Register(r) => {
+                let v = perf_reg(r.reg).map_or(0, |n| plan.reg(cx.regs, n));
+                register_part(v, r.width).to_le_bytes().to_vec()
+            }
+            _ => return decode_arg(plan, cx, i),
+        }
+    };
+    let value = value_of(arg, &bytes);
+    let Value::Int(ptr) = value else {
+        return value;
+    };
+    let room_at = DEREF_AT + usize::from(f.deref_slot) * DEREF;
+    let read = rc(VALUE_MAX + 4);
+    if f.kind & FETCH_STRING != 0 {
+        // The length read, its NUL included.
+        let room = usize::try_from(read - 1)
+            .ok()
+            .and_then(|len| record.get(room_at..room_at + len));
+        return match room {
+            Some(s) => Value::Str {
+                bytes: s[..s.len().min(STRING_MAX)].to_vec(),
+                truncated: s.len() > STRING_MAX,
+            },
+            None => cx.string(ptr as u64),
+        };
+    }
+    if f.kind & FETCH_BYTES != 0 {
+        return match record.get(room_at..room_at + BYTES_FETCH) {
+            Some(b) if read == 0 => Value::Str {
+                bytes: b.to_vec(),
+                truncated: false,
+            },
+            _ => finish(plan, cx, i, &bytes),
+        };
+    }
+    value
 }

@@ -49,6 +49,7 @@ use std::time::Duration;
 use crate::attach::{
     attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open, Uprobe,
 };
+use crate::bpf::sampling::{BpfSampling, SampledSite};
 use crate::elf::arg::Operand;
 use crate::elf::note::Site;
 use crate::glob::glob_match;
@@ -64,7 +65,7 @@ mod plan;
 mod value;
 
 use crate::{AttachPoint, Error, KernelFeatures, Target};
-use decode::{decode_sample, Fields};
+use decode::{decode_bpf_record, decode_sample, Fields};
 use plan::{Plan, RawPlan};
 pub use value::{Hit, Value};
 
@@ -130,9 +131,14 @@ pub struct Sampler {
     tracepoints: HashMap<(PathBuf, u64), Option<(u64, RawPlan)>>,
     /// The uprobe addresses attached, per target: one uprobe per address.
     attached: HashSet<(PathBuf, u64, Target)>,
-    // Released in this order by `Drop`: unmap the rings, close the events,
-    // then remove the tracefs events they used (deleting a uprobe event
-    // still in use by perf is refused, and has hung tracing on a kernel).
+    /// Sample with one BPF uprobe_multi link per file instead of perf
+    /// events ([`Sampler::bpf`]).
+    use_bpf: bool,
+    // Released in this order by `Drop`: close the BPF links, unmap the
+    // rings, close the events, then remove the tracefs events they used
+    // (deleting a uprobe event still in use by perf is refused, and has
+    // hung tracing on a kernel).
+    bpf: Option<BpfSampling>,
     slots: Vec<Slot>,
     fds: Vec<OwnedFd>,
     dyn_events: Vec<DynEvent>,
@@ -145,6 +151,7 @@ pub struct Sampler {
 impl Drop for Sampler {
     fn drop(&mut self) {
         // The order matters (see the fields), whatever the fields' order.
+        self.bpf = None;
         self.slots.clear();
         self.fds.clear();
         self.dyn_events.clear();
@@ -167,6 +174,8 @@ impl Sampler {
             kernel_fetch: true,
             tracepoints: HashMap::new(),
             attached: HashSet::new(),
+            use_bpf: false,
+            bpf: None,
             slots: vec![],
             fds: vec![],
             dyn_events: vec![],
@@ -192,6 +201,24 @@ impl Sampler {
         self
     }
 
+    /// Samples with a BPF program attached by one uprobe_multi link per
+    /// file (Linux 6.6 or later; see [`crate::bpf::uprobe_multi_support`]),
+    /// instead of perf events: a [`Target::Pid`] is then every thread of
+    /// the process, those it starts later included, from their first
+    /// instruction; the program reads memory operands, strings and byte
+    /// slices at the hit (tracefs is not used); every CPU writes into one
+    /// ring of [`Sampler::ring_pages`] pages. Hits the full ring could not
+    /// take are counted in [`Sampler::lost`].
+    pub fn bpf(mut self, on: bool) -> Sampler {
+        self.use_bpf = on;
+        self
+    }
+
+    /// Whether the sampler uses BPF ([`Sampler::bpf`]).
+    pub fn uses_bpf(&self) -> bool {
+        self.use_bpf
+    }
+
     /// The data pages of ring buffer per traced target (rounded up to a power
     /// of two): one ring of that size, or one per CPU sharing it (at least
     /// 256 pages each) when the events are per CPU.
@@ -212,8 +239,14 @@ impl Sampler {
     /// (`provider:name`, with `*` and `?`) as a pointer to a NUL-terminated
     /// string. Applies to sites attached afterwards.
     pub fn string_arg(mut self, probe_glob: &str, index: usize) -> Sampler {
-        self.strings.push((probe_glob.into(), index));
+        self.add_string_arg(probe_glob, index);
         self
+    }
+
+    /// [`Sampler::string_arg`] on a sampler in use: for sites attached
+    /// afterwards.
+    pub fn add_string_arg(&mut self, probe_glob: &str, index: usize) {
+        self.strings.push((probe_glob.into(), index));
     }
 
     /// Reads argument `index` of the probes matching `probe_glob` as the
@@ -223,8 +256,14 @@ impl Sampler {
     /// length: bytes past the slice are whatever follows it, or the
     /// argument stays the address when they cannot be read).
     pub fn bytes_arg(mut self, probe_glob: &str, index: usize) -> Sampler {
-        self.bytes.push((probe_glob.into(), index));
+        self.add_bytes_arg(probe_glob, index);
         self
+    }
+
+    /// [`Sampler::bytes_arg`] on a sampler in use: for sites attached
+    /// afterwards.
+    pub fn add_bytes_arg(&mut self, probe_glob: &str, index: usize) {
+        self.bytes.push((probe_glob.into(), index));
     }
 
     /// Whether the kernel reads memory operands and strings at the hit,
@@ -242,7 +281,7 @@ impl Sampler {
     /// lost record only when a later sample finds room, which may never
     /// come).
     pub fn lost(&self) -> u64 {
-        self.lost
+        self.lost + self.bpf.as_ref().map_or(0, BpfSampling::lost)
     }
 
     /// How many sites are attached.
@@ -262,6 +301,7 @@ impl Sampler {
         let path = path.as_ref();
         let c_path = path_cstring(path)?;
         let cpus = match target {
+            _ if self.use_bpf => vec![],
             Target::Pid(_) if !self.per_cpu => vec![-1],
             _ => online_cpus(),
         };
@@ -302,6 +342,7 @@ impl Sampler {
         target: Target,
         cpus: &[i32],
     ) -> Result<(), Error> {
+        let mut sampled = vec![];
         for site in sites {
             let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path)?;
             if !self.attached.insert((path.into(), uprobe.offset, target)) {
@@ -328,6 +369,17 @@ impl Sampler {
                 .offset
                 .wrapping_sub(site.location_offset.unwrap_or(0));
             plan.attach_addr = site.location.wrapping_add(from_location);
+            if self.use_bpf {
+                plan.fetch = plan.fetches().to_vec();
+                sampled.push(SampledSite {
+                    offset: uprobe.offset,
+                    ref_ctr_offset: uprobe.ref_ctr_offset,
+                    cookie: self.plans.len() as u64,
+                    fetch: plan.fetches(),
+                });
+                self.plans.push(plan);
+                continue;
+            }
             let tracepoint = match plan.stack_bytes > 0 && self.kernel_fetch {
                 true => self.tracepoint(path, &uprobe, &plan),
                 false => None,
@@ -346,6 +398,17 @@ impl Sampler {
                 self.route(target, cpu)?;
             }
             self.plans.push(plan);
+        }
+        if sampled.is_empty() {
+            return Ok(());
+        }
+        if self.bpf.is_none() {
+            crate::tracefs::remove_stale_events();
+            let bytes = self.ring_pages as u64 * usdt_runtime::page_size();
+            self.bpf = Some(BpfSampling::new(bytes)?);
+        }
+        if let Some(bpf) = &mut self.bpf {
+            bpf.attach(path, &sampled, target)?;
         }
         Ok(())
     }
@@ -485,8 +548,10 @@ impl Sampler {
         let mut fds: Vec<libc::pollfd> = self
             .slots
             .iter()
-            .map(|s| libc::pollfd {
-                fd: self.fds[s.owner].as_raw_fd(),
+            .map(|s| self.fds[s.owner].as_raw_fd())
+            .chain(self.bpf.as_ref().map(|b| b.fd().as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
             })
@@ -531,8 +596,17 @@ impl Sampler {
             lost,
             seen,
             pending,
+            bpf,
             ..
         } = self;
+        if let Some(bpf) = bpf {
+            bpf.drain(|record| {
+                *seen += 1;
+                if let Some(hit) = decode_bpf_record(plans, record) {
+                    pending.push(hit);
+                }
+            });
+        }
         for slot in slots.iter_mut() {
             slot.ring.drain(|kind, record| match kind {
                 RECORD_SAMPLE => {
@@ -564,7 +638,10 @@ impl Sampler {
 
     /// The size in bytes of each ring buffer's data area.
     pub fn ring_bytes(&self) -> u64 {
-        self.slots.first().map_or(0, |s| s.ring.data_size())
+        match &self.bpf {
+            Some(bpf) => bpf.ring_bytes(),
+            None => self.slots.first().map_or(0, |s| s.ring.data_size()),
+        }
     }
 }
 

@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use crate::elf::arg::{Arg, Operand, Reg64};
+use crate::bpf::sampling::{
+    ArgFetch, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, NO_REG, VALUE_MAX,
+};
+use crate::elf::arg::{Arg, Operand, Reg, Reg64};
 use crate::elf::note::Site;
 use crate::tracefs::Field;
 use crate::Error;
@@ -38,6 +41,9 @@ pub(super) struct Plan {
     /// The link-time address of the uprobe: the sampled instruction pointer
     /// minus this is the load bias.
     pub(super) attach_addr: u64,
+    /// What the BPF sampling program reads per argument (empty with perf
+    /// events).
+    pub(super) fetch: Vec<ArgFetch>,
 }
 
 /// The fields of a tracefs uprobe event's raw record, per argument.
@@ -83,6 +89,7 @@ impl Plan {
             stack_bytes: if memory { stack_bytes } else { 0 },
             raw: None,
             attach_addr: site.location,
+            fetch: vec![],
         })
     }
 
@@ -93,6 +100,52 @@ impl Plan {
         }
         self.bytes = bytes;
         self
+    }
+
+    /// What a BPF sampling program reads at the hit for each argument (the
+    /// first [`ARGS`]): memory operands' values, and the strings and bytes
+    /// arguments point at, each string or byte slice in its own room.
+    pub(super) fn fetches(&self) -> [ArgFetch; ARGS] {
+        let mut out = [ArgFetch::default(); ARGS];
+        let mut rooms = 0u8;
+        let pt = |r: &Reg| perf_reg(r.reg).and_then(crate::arch::x86_64::pt_regs_index);
+        for (i, (arg, f)) in self.args.iter().zip(out.iter_mut()).enumerate() {
+            let (value, base, index, scale, disp) = match &arg.operand {
+                Operand::Register(r) => (false, pt(r), None, 0, 0),
+                Operand::Memory { base, disp } => (true, pt(base), None, 0, *disp),
+                Operand::Indexed {
+                    base,
+                    index,
+                    scale,
+                    disp,
+                } => (true, base.as_ref().and_then(pt), pt(index), *scale, *disp),
+                Operand::Symbol { addr: Some(a), .. } => {
+                    let ip = perf_reg(Reg64::Rip).and_then(crate::arch::x86_64::pt_regs_index);
+                    (true, ip, None, 0, a.wrapping_sub(self.attach_addr) as i64)
+                }
+                _ => continue,
+            };
+            let string = self.strings.get(i).copied().unwrap_or(false);
+            let bytes = self.bytes.get(i).copied().unwrap_or(false);
+            if !value && !string && !bytes {
+                continue;
+            }
+            f.kind = if value { FETCH_VALUE } else { 0 };
+            if string || bytes {
+                f.kind |= if string { FETCH_STRING } else { FETCH_BYTES };
+                f.deref_slot = rooms;
+                rooms += 1;
+            }
+            f.size = match arg.size {
+                0 => 8,
+                n => n.min(VALUE_MAX as u8),
+            };
+            f.base = base.unwrap_or(NO_REG);
+            f.index = index.unwrap_or(NO_REG);
+            f.scale = scale;
+            f.disp = disp;
+        }
+        out
     }
 
     /// The sampled value of perf register `n`.

@@ -245,3 +245,21 @@ pub fn parse_counts(text: &str) -> std::collections::BTreeMap<String, u64> {
         })
         .collect()
 }
+
+/// How much the kernel raises a semaphore for one uprobe at `file_offset`
+/// of the file at `path` in process `pid`: once per private mapping of the
+/// file that covers the offset. LLD lets the read-only segment and the text
+/// share a page, which the loader maps twice (`r--p` and `r-xp`); the
+/// kernel installs the breakpoint in both mappings and raises the semaphore
+/// for each, and lowers it as often on detach.
+#[allow(dead_code)]
+pub fn raises_per_uprobe(pid: u32, path: &Path, file_offset: u64) -> u16 {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(path).unwrap().ino();
+    usdt_trace::read_maps(pid)
+        .unwrap()
+        .iter()
+        .filter(|m| m.inode == inode && m.perms.ends_with('p'))
+        .filter(|m| (m.offset..m.offset + (m.end - m.start)).contains(&file_offset))
+        .count() as u16
+}

@@ -1,0 +1,511 @@
+//! Sampling with BPF: a program assembled at run time, attached with one
+//! uprobe_multi link per file, writes one record per hit into a BPF ring
+//! buffer: the site's cookie, the pid and thread id, the time, the user
+//! registers, and what the site's arguments read from memory, read at the
+//! hit.
+//!
+//! A link with a process filter covers every thread of the process, those
+//! started later included, from their first instruction: nothing to
+//! discover, nothing missed.
+//!
+//! Each site's cookie names a row of a descriptor array: per argument, how
+//! to compute an address from the registers (`base + index * scale + disp`),
+//! how many bytes to read there, and whether to read the string or the
+//! bytes the value points at. The record (x86-64):
+//!
+//! ```text
+//!   0  u64 cookie
+//!   8  u64 pid (high 32 bits) and thread id (low 32)
+//!  16  u64 CLOCK_MONOTONIC time in ns
+//!  24  struct pt_regs (21 u64)
+//! 192  per argument, 32 bytes: 24 value bytes, i32 result of reading them,
+//!      i32 result of reading the string or bytes they point at
+//! 576  the strings and byte slices, 264 bytes each
+//! ```
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+
+use super::asm::{
+    add64_imm, add64_reg, and64_imm, atomic_add64, call, exit, load, load_map_fd, lsh64_imm,
+    mov64_imm, mov64_reg, mul64_reg, store, store32, sub64_imm, Asm, Cmp, Insn, Size, R0, R1, R10,
+    R2, R3, R4, R6, R7, R8, R9,
+};
+use super::counter::link_error;
+use super::program::{create_counter_map, load_program};
+use super::ringbuf::RingBuf;
+use super::sys::{bpf, bpf_fd, possible_cpus, LinkCreateAttr, MapCreateAttr, MapElemAttr};
+use super::sys::{
+    object_name, BPF_LINK_CREATE, BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_TYPE_ARRAY,
+    BPF_MAP_TYPE_RINGBUF, BPF_MAP_UPDATE_ELEM, BPF_TRACE_UPROBE_MULTI,
+};
+use super::BpfError;
+use crate::attach::path_cstring;
+use crate::Target;
+
+/// The arguments a record has room for (a note may have more: those past
+/// it are read from the registers and the process).
+pub(crate) const ARGS: usize = usdt_runtime::MAX_ARGS;
+/// `struct pt_regs` of x86-64: 21 registers.
+pub(crate) const PT_REGS: usize = 21;
+/// Where the registers start in a record.
+pub(crate) const REGS_AT: usize = 24;
+/// Where the per-argument slots start.
+pub(crate) const SLOTS_AT: usize = REGS_AT + PT_REGS * 8;
+/// A per-argument slot's size.
+pub(crate) const SLOT: usize = 32;
+/// The most value bytes read per argument.
+pub(crate) const VALUE_MAX: usize = 24;
+/// Where the strings and byte slices start.
+pub(crate) const DEREF_AT: usize = SLOTS_AT + ARGS * SLOT;
+/// A string's or byte slice's room.
+pub(crate) const DEREF: usize = 264;
+/// How many bytes of a string are read, its NUL included: one more than
+/// the longest kept, so that a longer one shows as cut.
+pub(crate) const STRING_READ: i32 = crate::sample::STRING_MAX as i32 + 2;
+
+/// [`ArgFetch::kind`]: read `size` bytes at the address.
+pub(crate) const FETCH_VALUE: u8 = 1;
+/// [`ArgFetch::kind`]: read the string the value (or the address, without
+/// [`FETCH_VALUE`]) points at.
+pub(crate) const FETCH_STRING: u8 = 2;
+/// [`ArgFetch::kind`]: read [`BYTES_FETCH`](crate::sample::BYTES_FETCH)
+/// bytes where the value (or the address) points.
+pub(crate) const FETCH_BYTES: u8 = 4;
+/// [`ArgFetch::base`] and [`ArgFetch::index`]: no register.
+pub(crate) const NO_REG: u8 = 0xff;
+
+/// What the program reads at a hit for one argument: 32 bytes of the
+/// descriptor row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ArgFetch {
+    /// [`FETCH_VALUE`], [`FETCH_STRING`], [`FETCH_BYTES`] bits; 0: nothing.
+    pub(crate) kind: u8,
+    /// Value bytes to read (at most [`VALUE_MAX`]).
+    pub(crate) size: u8,
+    /// The `pt_regs` index of the base register, or [`NO_REG`].
+    pub(crate) base: u8,
+    /// The `pt_regs` index of the index register, or [`NO_REG`].
+    pub(crate) index: u8,
+    pub(crate) scale: u8,
+    /// Which string room the string or bytes go to.
+    pub(crate) deref_slot: u8,
+    pub(crate) disp: i64,
+}
+
+impl Default for ArgFetch {
+    fn default() -> ArgFetch {
+        ArgFetch {
+            kind: 0,
+            size: 0,
+            base: NO_REG,
+            index: NO_REG,
+            scale: 0,
+            deref_slot: 0,
+            disp: 0,
+        }
+    }
+}
+
+impl ArgFetch {
+    fn bytes(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[..6].copy_from_slice(&[
+            self.kind,
+            self.size,
+            self.base,
+            self.index,
+            self.scale,
+            self.deref_slot,
+        ]);
+        b[8..16].copy_from_slice(&self.disp.to_ne_bytes());
+        b
+    }
+}
+
+/// One site to sample: its uprobe, semaphore, cookie and what its arguments
+/// read.
+#[derive(Clone, Debug)]
+pub(crate) struct SampledSite {
+    pub(crate) offset: u64,
+    pub(crate) ref_ctr_offset: Option<u64>,
+    pub(crate) cookie: u64,
+    pub(crate) fetch: [ArgFetch; ARGS],
+}
+
+/// The size of a record with `derefs` string rooms.
+pub(crate) fn record_size(derefs: usize) -> usize {
+    DEREF_AT + derefs * DEREF
+}
+
+// Helpers (`enum bpf_func_id`).
+const MAP_LOOKUP_ELEM: i32 = 1;
+const KTIME_GET_NS: i32 = 5;
+const GET_CURRENT_PID_TGID: i32 = 14;
+const PROBE_READ_USER: i32 = 112;
+const PROBE_READ_USER_STR: i32 = 114;
+const RINGBUF_RESERVE: i32 = 131;
+const RINGBUF_SUBMIT: i32 = 132;
+const GET_ATTACH_COOKIE: i32 = 174;
+
+/// The maps a sampling program uses, by descriptor.
+pub(crate) struct Maps {
+    pub(crate) ring: i32,
+    pub(crate) lost: i32,
+    pub(crate) descriptors: i32,
+}
+
+/// The sampling program for sites whose cookies start at `first_cookie`
+/// and whose arguments need up to `derefs` string rooms (at most
+/// [`ARGS`]). Registers: r6 the context (`struct pt_regs *`), r7 the
+/// record, r8 the site's descriptor row, r9 the cookie.
+pub(crate) fn sampling_program(maps: &Maps, first_cookie: u64, derefs: usize) -> Vec<Insn> {
+    let derefs = derefs.min(ARGS);
+    let size = record_size(derefs) as i32;
+    let mut a = Asm::default();
+    let submit = a.label();
+    let reserved = a.label();
+    let done = a.label();
+    a.push([
+        mov64_reg(R6, R1),
+        call(GET_ATTACH_COOKIE),
+        mov64_reg(R9, R0),
+    ]);
+    a.push(load_map_fd(R1, maps.ring));
+    a.push([mov64_imm(R2, size), mov64_imm(R3, 0), call(RINGBUF_RESERVE)]);
+    a.jump_if(R0, Cmp::Ne, 0, reserved);
+    // The ring is full: count the hit as lost.
+    a.push([mov64_imm(R1, 0), store32(R10, -4, R1), mov64_reg(R2, R10)]);
+    a.push([add64_imm(R2, -4)]);
+    a.push(load_map_fd(R1, maps.lost));
+    a.push([call(MAP_LOOKUP_ELEM)]);
+    a.jump_if(R0, Cmp::Eq, 0, done);
+    a.push([mov64_imm(R1, 1), atomic_add64(R0, 0, R1)]);
+    a.jump(done);
+
+    a.bind(reserved);
+    a.push([mov64_reg(R7, R0), store(Size::DW, R7, 0, R9)]);
+    a.push([call(GET_CURRENT_PID_TGID), store(Size::DW, R7, 8, R0)]);
+    a.push([call(KTIME_GET_NS), store(Size::DW, R7, 16, R0)]);
+    for i in 0..PT_REGS as i16 {
+        a.push([
+            load(Size::DW, R1, R6, i * 8),
+            store(Size::DW, R7, REGS_AT as i16 + i * 8, R1),
+        ]);
+    }
+    // The site's descriptor row: key = cookie - first_cookie.
+    a.push([mov64_reg(R1, R9)]);
+    if first_cookie > 0 {
+        a.push([sub64_imm(R1, first_cookie as i32)]);
+    }
+    a.push([store32(R10, -4, R1), mov64_reg(R2, R10), add64_imm(R2, -4)]);
+    a.push(load_map_fd(R1, maps.descriptors));
+    a.push([call(MAP_LOOKUP_ELEM)]);
+    a.jump_if(R0, Cmp::Eq, 0, submit);
+    a.push([mov64_reg(R8, R0)]);
+    for i in 0..ARGS {
+        fetch_arg(&mut a, i, derefs);
+    }
+    a.bind(submit);
+    a.push([mov64_reg(R1, R7), mov64_imm(R2, 0), call(RINGBUF_SUBMIT)]);
+    a.bind(done);
+    a.push([mov64_imm(R0, 0), exit()]);
+    a.finish()
+}
+
+/// The code for argument `i`: its address from the copied registers, its
+/// value, then the string or bytes it points at.
+fn fetch_arg(a: &mut Asm, i: usize, derefs: usize) {
+    let desc = (i * 32) as i16;
+    let slot = (SLOTS_AT + i * SLOT) as i16;
+    let next = a.label();
+    let no_base = a.label();
+    let no_index = a.label();
+    let deref = a.label();
+    a.push([load(Size::B, R1, R8, desc)]);
+    a.jump_if(R1, Cmp::Eq, 0, next);
+    // r3 = disp + regs[base] + regs[index] * scale
+    a.push([
+        load(Size::DW, R3, R8, desc + 8),
+        load(Size::B, R2, R8, desc + 2),
+    ]);
+    a.jump_if(R2, Cmp::Ge, PT_REGS as i32, no_base);
+    a.push([
+        lsh64_imm(R2, 3),
+        add64_reg(R2, R7),
+        load(Size::DW, R2, R2, REGS_AT as i16),
+        add64_reg(R3, R2),
+    ]);
+    a.bind(no_base);
+    a.push([load(Size::B, R2, R8, desc + 3)]);
+    a.jump_if(R2, Cmp::Ge, PT_REGS as i32, no_index);
+    a.push([
+        lsh64_imm(R2, 3),
+        add64_reg(R2, R7),
+        load(Size::DW, R2, R2, REGS_AT as i16),
+        load(Size::B, R4, R8, desc + 4),
+        mul64_reg(R2, R4),
+        add64_reg(R3, R2),
+    ]);
+    a.bind(no_index);
+    // The value: probe_read_user(slot, size, r3); then r3 = what it read.
+    a.push([
+        load(Size::B, R1, R8, desc),
+        and64_imm(R1, FETCH_VALUE.into()),
+    ]);
+    a.jump_if(R1, Cmp::Eq, 0, deref);
+    a.push([load(Size::B, R2, R8, desc + 1)]);
+    a.jump_if(R2, Cmp::Gt, VALUE_MAX as i32, next);
+    a.push([
+        mov64_reg(R1, R7),
+        add64_imm(R1, slot.into()),
+        call(PROBE_READ_USER),
+        store32(R7, slot + VALUE_MAX as i16, R0),
+        load(Size::DW, R3, R7, slot),
+    ]);
+    a.bind(deref);
+    if derefs > 0 {
+        let bytes = a.label();
+        let read = a.label();
+        a.push([load(Size::B, R1, R8, desc), and64_imm(R1, 6)]);
+        a.jump_if(R1, Cmp::Eq, 0, next);
+        a.push([load(Size::B, R4, R8, desc + 5)]);
+        a.jump_if(R4, Cmp::Ge, derefs as i32, next);
+        a.push([
+            mov64_imm(R2, DEREF as i32),
+            mul64_reg(R4, R2),
+            mov64_reg(R1, R7),
+            add64_imm(R1, DEREF_AT as i32),
+            add64_reg(R1, R4),
+            load(Size::B, R4, R8, desc),
+            and64_imm(R4, FETCH_STRING.into()),
+        ]);
+        a.jump_if(R4, Cmp::Eq, 0, bytes);
+        a.push([mov64_imm(R2, STRING_READ), call(PROBE_READ_USER_STR)]);
+        a.jump(read);
+        a.bind(bytes);
+        a.push([
+            mov64_imm(R2, crate::sample::BYTES_FETCH as i32),
+            call(PROBE_READ_USER),
+        ]);
+        a.bind(read);
+        a.push([store32(R7, slot + VALUE_MAX as i16 + 4, R0)]);
+    }
+    a.bind(next);
+}
+
+/// One uprobe_multi link with its program and descriptor array; closing
+/// the link detaches its sites.
+#[derive(Debug)]
+struct Link {
+    // Declared first: dropped first.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    _descriptors: OwnedFd,
+}
+
+/// The ring buffer, the lost-hit counter and the links of a BPF sampler.
+/// Dropping it closes the links first (the kernel removes every uprobe and
+/// lowers the semaphores before `close` returns).
+#[derive(Debug)]
+pub(crate) struct BpfSampling {
+    links: Vec<Link>,
+    ring: RingBuf,
+    ring_map: OwnedFd,
+    lost: OwnedFd,
+    cpus: usize,
+}
+
+impl BpfSampling {
+    /// A ring of `bytes` (rounded up to a power of two of at least a page).
+    pub(crate) fn new(bytes: u64) -> Result<BpfSampling, BpfError> {
+        let cpus = possible_cpus().map_err(|e| BpfError::Os {
+            what: "reading /sys/devices/system/cpu/possible".into(),
+            source: e,
+        })?;
+        let size = bytes.max(usdt_runtime::page_size()).next_power_of_two();
+        let size32 = u32::try_from(size).map_err(|_| BpfError::Os {
+            what: format!("a ring buffer of {size} bytes"),
+            source: std::io::Error::from_raw_os_error(libc::E2BIG),
+        })?;
+        let mut attr = MapCreateAttr {
+            map_type: BPF_MAP_TYPE_RINGBUF,
+            max_entries: size32,
+            map_name: object_name("usdt_samples"),
+            ..MapCreateAttr::default()
+        };
+        // SAFETY: the attributes hold no pointers.
+        let ring_map = unsafe { bpf_fd(BPF_MAP_CREATE, &mut attr) }
+            .map_err(|e| BpfError::from_os("creating the sample ring buffer", e))?;
+        let ring = RingBuf::map(ring_map.as_fd(), size)
+            .map_err(|e| BpfError::from_os("mapping the sample ring buffer", e))?;
+        Ok(BpfSampling {
+            links: vec![],
+            ring,
+            ring_map,
+            lost: create_counter_map(1)?,
+            cpus,
+        })
+    }
+
+    /// Attaches `sites` of the file at `path` with one link, sampling the
+    /// hits of `target` (every thread of a process, or every process).
+    /// The sites' cookies must be consecutive from the first one's.
+    pub(crate) fn attach(
+        &mut self,
+        path: &Path,
+        sites: &[SampledSite],
+        target: Target,
+    ) -> Result<(), BpfError> {
+        let Some(first) = sites.first() else {
+            return Ok(());
+        };
+        let derefs = sites
+            .iter()
+            .flat_map(|s| s.fetch.iter())
+            .filter(|f| f.kind & (FETCH_STRING | FETCH_BYTES) != 0)
+            .map(|f| usize::from(f.deref_slot) + 1)
+            .max()
+            .unwrap_or(0);
+        let descriptors = self.descriptors(sites)?;
+        let maps = Maps {
+            ring: self.ring_map.as_raw_fd(),
+            lost: self.lost.as_raw_fd(),
+            descriptors: descriptors.as_raw_fd(),
+        };
+        let prog = load_program(
+            &sampling_program(&maps, first.cookie, derefs),
+            "usdt_sample",
+        )?;
+        let c_path = path_cstring(path).map_err(|e| BpfError::Invalid(e.to_string()))?;
+        let offsets: Vec<u64> = sites.iter().map(|s| s.offset).collect();
+        let ref_ctrs: Vec<u64> = sites
+            .iter()
+            .map(|s| s.ref_ctr_offset.unwrap_or(0))
+            .collect();
+        let cookies: Vec<u64> = sites.iter().map(|s| s.cookie).collect();
+        let pid = match target {
+            Target::Pid(pid) => pid,
+            Target::AllProcesses => 0,
+        };
+        let mut attr = LinkCreateAttr {
+            prog_fd: prog.as_raw_fd() as u32,
+            attach_type: BPF_TRACE_UPROBE_MULTI,
+            path: c_path.as_ptr() as u64,
+            offsets: offsets.as_ptr() as u64,
+            ref_ctr_offsets: ref_ctrs.as_ptr() as u64,
+            cookies: cookies.as_ptr() as u64,
+            cnt: sites.len() as u32,
+            pid,
+            ..LinkCreateAttr::default()
+        };
+        // SAFETY: the path and the three arrays of `cnt` values live until
+        // the call returns; the kernel copies them.
+        let link = unsafe { bpf_fd(BPF_LINK_CREATE, &mut attr) }
+            .map_err(|e| link_error(e, path, sites.len(), pid))?;
+        self.links.push(Link {
+            _link: link,
+            _prog: prog,
+            _descriptors: descriptors,
+        });
+        Ok(())
+    }
+
+    /// The descriptor array of `sites`, one row per site in cookie order.
+    fn descriptors(&self, sites: &[SampledSite]) -> Result<OwnedFd, BpfError> {
+        let mut attr = MapCreateAttr {
+            map_type: BPF_MAP_TYPE_ARRAY,
+            key_size: 4,
+            value_size: (ARGS * 32) as u32,
+            max_entries: sites.len() as u32,
+            map_name: object_name("usdt_fetch"),
+            ..MapCreateAttr::default()
+        };
+        // SAFETY: the attributes hold no pointers.
+        let map = unsafe { bpf_fd(BPF_MAP_CREATE, &mut attr) }
+            .map_err(|e| BpfError::from_os("creating the argument descriptors", e))?;
+        let first = sites[0].cookie;
+        let mut row = vec![0u8; ARGS * 32];
+        for site in sites {
+            if site.fetch.iter().all(|f| f.kind == 0) {
+                continue; // a zeroed row reads nothing
+            }
+            for (i, f) in site.fetch.iter().enumerate() {
+                row[i * 32..(i + 1) * 32].copy_from_slice(&f.bytes());
+            }
+            let key = (site.cookie - first) as u32;
+            let mut attr = MapElemAttr {
+                map_fd: map.as_raw_fd() as u32,
+                key: &key as *const u32 as u64,
+                value: row.as_ptr() as u64,
+                ..MapElemAttr::default()
+            };
+            // SAFETY: the key is 4 bytes and the row the map's value size.
+            unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }
+                .map_err(|e| BpfError::from_os("writing the argument descriptors", e))?;
+        }
+        Ok(map)
+    }
+
+    /// The ring's descriptor, to wait on with `poll`.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.ring_map.as_fd()
+    }
+
+    /// The ring's data size in bytes.
+    pub(crate) fn ring_bytes(&self) -> u64 {
+        self.ring.size()
+    }
+
+    /// Calls `each` with every record written so far.
+    pub(crate) fn drain(&mut self, each: impl FnMut(&[u8])) {
+        self.ring.drain(each);
+    }
+
+    /// Hits not sampled because the ring was full.
+    pub(crate) fn lost(&self) -> u64 {
+        let mut values = vec![0u64; self.cpus];
+        let key = 0u32;
+        let mut attr = MapElemAttr {
+            map_fd: self.lost.as_raw_fd() as u32,
+            key: &key as *const u32 as u64,
+            value: values.as_mut_ptr() as u64,
+            ..MapElemAttr::default()
+        };
+        // SAFETY: the key is 4 bytes; the buffer holds 8 bytes per
+        // possible CPU, which a per-CPU array of u64 writes.
+        match unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) } {
+            Ok(_) => values.iter().fold(0, |s, v| s.wrapping_add(*v)),
+            Err(_) => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_layout_adds_up() {
+        assert_eq!(SLOTS_AT, 192);
+        assert_eq!(DEREF_AT, 576);
+        assert_eq!(record_size(2), 576 + 528);
+        assert!(STRING_READ as usize <= DEREF);
+        assert!(crate::sample::BYTES_FETCH <= DEREF);
+        assert_eq!(ArgFetch::default().bytes()[2], NO_REG);
+    }
+
+    #[test]
+    fn the_program_ends_in_exit_and_fits() {
+        let maps = Maps {
+            ring: 3,
+            lost: 4,
+            descriptors: 5,
+        };
+        for derefs in [0, 1, ARGS] {
+            let p = sampling_program(&maps, 7, derefs);
+            assert_eq!(p.last(), Some(&exit()));
+            assert!(p.len() < 4096, "{} instructions", p.len());
+        }
+    }
+}
