@@ -194,8 +194,9 @@ pub(crate) struct TraceArgs {
     pub(crate) attach: Attach,
     /// Read memory operands from the stack copy of each sample instead of
     /// having the kernel fetch them at the hit (tracefs uprobe events).
-    #[arg(long)]
-    pub(crate) no_tracefs: bool,
+    // `--no-tracefs`: the flag's first name, kept for existing scripts.
+    #[arg(long, alias = "no-tracefs")]
+    pub(crate) no_kernel_fetch: bool,
     /// Trace the running process PID (every thread, every file it maps).
     #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
     pub(crate) pid: Option<u32>,
@@ -415,5 +416,22 @@ mod tests {
         };
         assert_eq!(t.strings, vec![("p:n".to_string(), 1)]);
         assert_eq!(t.command, ["prog", "-x", "--y"]);
+    }
+
+    #[test]
+    fn no_tracefs_still_means_no_kernel_fetch() {
+        for flag in ["--no-kernel-fetch", "--no-tracefs"] {
+            let cli = parse(&["trace", flag, "-p", "1"]).unwrap();
+            let Command::Trace(t) = cli.command else {
+                panic!()
+            };
+            assert!(t.no_kernel_fetch, "{flag}");
+        }
+        let (help, ..) = parse(&["trace", "--help"]).unwrap_err();
+        assert!(help.contains("--no-kernel-fetch"), "{help}");
+        assert!(
+            !help.contains("--no-tracefs"),
+            "the old name is hidden: {help}"
+        );
     }
 }

@@ -24,7 +24,7 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, Error> {
 }
 
 fn sampler(opts: &Opts, objects: &Objects, sigs: &Signatures) -> Sampler {
-    let mut sampler = Sampler::new(opts.attach).kernel_fetch(!opts.no_tracefs);
+    let mut sampler = Sampler::new(opts.attach).kernel_fetch(!opts.no_kernel_fetch);
     for (glob, n) in &opts.strings {
         sampler = sampler.string_arg(glob, *n);
     }

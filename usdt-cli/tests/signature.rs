@@ -145,7 +145,7 @@ fn trace_prints_names_and_typed_values() {
         return;
     }
     let exe = common::example("signatures");
-    for extra in [&[][..], &["--no-tracefs"][..]] {
+    for extra in [&[][..], &["--no-kernel-fetch"][..]] {
         let out = timeout(120)
             .arg(env!("CARGO_BIN_EXE_usdt"))
             .arg("trace")
@@ -165,7 +165,7 @@ fn trace_prints_names_and_typed_values() {
             assert_eq!(lines, want);
             continue;
         }
-        // Without tracefs, memory is read from the process after the hit:
+        // Without kernel fetch, memory is read from the process after the hit:
         // the owned CString and Vec are freed by then, and on a busy machine
         // the program (which lingers 0.3 s) may be gone before its read-only
         // data is read: then the value says so, with its address.
@@ -184,7 +184,7 @@ fn trace_prints_names_and_typed_values() {
                     read_or_gone(got, &want[..c], "\"c-string\" cs=");
                 }
                 4 => read_or_gone(got, "kinds:bytes data=", "[01 02 ff] owned="),
-                _ => assert_eq!(got, want, "--no-tracefs"),
+                _ => assert_eq!(got, want, "--no-kernel-fetch"),
             }
         }
     }
