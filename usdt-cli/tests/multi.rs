@@ -294,7 +294,20 @@ fn a_missing_process_or_file_is_a_plain_error() {
     let err = counter
         .attach(&exe, &bad, Target::AllProcesses)
         .unwrap_err();
+    assert!(
+        matches!(err, BpfError::SlotOutOfRange { slot: 99, slots } if slots == names.len() as u32),
+        "{err}"
+    );
     assert!(err.to_string().contains("slot 99 is past"), "{err}");
+    let err = counter.count(99).unwrap_err();
+    assert!(
+        matches!(err, BpfError::SlotOutOfRange { slot: 99, .. }),
+        "{err}"
+    );
+    let err = counter
+        .attach("/a\0b", &multi, Target::AllProcesses)
+        .unwrap_err();
+    assert!(matches!(err, BpfError::NulInPath { .. }), "{err}");
     assert_eq!(counter.links().count(), 0);
 }
 
