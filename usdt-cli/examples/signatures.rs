@@ -73,7 +73,7 @@ fn main() {
         kinds::empty!();
     }
     println!("reference {:#x}", core::ptr::from_ref(&value) as usize);
-    // A tracer that reads memory after the hit (`usdt trace --no-tracefs`)
+    // A tracer that reads memory after the hit (`usdt trace --no-kernel-fetch`)
     // finds the process, and its read-only data, still there.
     std::thread::sleep(Duration::from_millis(300));
 }

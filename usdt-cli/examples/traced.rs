@@ -1,4 +1,5 @@
-//! A program with Rust probes for the usdt-trace tests (tests/rust.rs).
+//! A program with Rust probes for the tests of the `usdt` command
+//! (tests/attach.rs, tests/cli.rs).
 //!
 //! `traced EAGER LAZY ADHOC` fires `traced:eager` EAGER times, `traced:lazy`
 //! LAZY times and `traced:adhoc` ADHOC times, then prints `evaluated N`: how

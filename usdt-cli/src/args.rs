@@ -89,8 +89,9 @@ Examples:
 The engine: a BPF program on one uprobe_multi link per file, which sees every
 thread from its first hit and reads memory at the hit (Linux 6.6+, x86-64), or
 perf events per site and thread (threads are found as they appear; memory is
-read by tracefs uprobe events at the hit, or with --no-tracefs from a copy of
-the stack); auto picks BPF when the kernel has it, perf with --no-tracefs.
+read by tracefs uprobe events at the hit, or with --no-kernel-fetch from a
+copy of the stack); auto picks BPF when the kernel has it, perf with
+--no-kernel-fetch.
 $USDT_TRACE_ENGINE sets the default.")]
     Trace(TraceArgs),
     /// Print a bpftrace program that prints hits as `usdt trace` does
@@ -200,9 +201,11 @@ pub(crate) struct TraceArgs {
     #[arg(long, value_enum, value_name = "POINT", default_value_t)]
     pub(crate) attach: Attach,
     /// Read memory operands from the stack copy of each sample instead of
-    /// having the kernel fetch them at the hit (with perf events).
-    #[arg(long)]
-    pub(crate) no_tracefs: bool,
+    /// having the kernel or the BPF program read them at the hit (with perf
+    /// events: tracefs uprobe events do).
+    // `--no-tracefs`: the flag's first name, kept for existing scripts.
+    #[arg(long, alias = "no-tracefs")]
+    pub(crate) no_kernel_fetch: bool,
     /// What samples (default: $USDT_TRACE_ENGINE, else auto).
     #[arg(long, value_enum, value_name = "ENGINE")]
     pub(crate) engine: Option<Engine>,
@@ -425,5 +428,22 @@ mod tests {
         };
         assert_eq!(t.strings, vec![("p:n".to_string(), 1)]);
         assert_eq!(t.command, ["prog", "-x", "--y"]);
+    }
+
+    #[test]
+    fn no_tracefs_still_means_no_kernel_fetch() {
+        for flag in ["--no-kernel-fetch", "--no-tracefs"] {
+            let cli = parse(&["trace", flag, "-p", "1"]).unwrap();
+            let Command::Trace(t) = cli.command else {
+                panic!()
+            };
+            assert!(t.no_kernel_fetch, "{flag}");
+        }
+        let (help, ..) = parse(&["trace", "--help"]).unwrap_err();
+        assert!(help.contains("--no-kernel-fetch"), "{help}");
+        assert!(
+            !help.contains("--no-tracefs"),
+            "the old name is hidden: {help}"
+        );
     }
 }

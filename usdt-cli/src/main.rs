@@ -176,7 +176,7 @@ struct Opts {
     /// `trace --raw`: `argN=` integers even for probes with signatures.
     raw: bool,
     limit: Option<u64>,
-    no_tracefs: bool,
+    no_kernel_fetch: bool,
     /// `count --engine`, `trace --engine`.
     engine: Option<Engine>,
     /// `count --all BINARY`.
@@ -212,7 +212,7 @@ impl From<TraceArgs> for Opts {
             json: a.json,
             raw: a.raw,
             limit: a.limit,
-            no_tracefs: a.no_tracefs,
+            no_kernel_fetch: a.no_kernel_fetch,
             engine: a.engine,
             ..Opts::default()
         }
@@ -349,7 +349,7 @@ pub(crate) fn interrupted() -> Option<i32> {
 }
 
 /// Catches SIGINT, SIGTERM and SIGHUP from the first moment of `count` and
-/// `trace`: every path then detaches, removes its tracefs events and ends
+/// `trace`: every path then detaches, removes its fetch events and ends
 /// what it started before exiting with 128 + the signal.
 pub(crate) fn catch_signals() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {

@@ -29,11 +29,11 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, Error> {
 }
 
 /// Whether to sample with BPF: `--engine`, else `$USDT_TRACE_ENGINE`, else
-/// BPF where the kernel has it (and not with `--no-tracefs`, which asks for
+/// BPF where the kernel has it (and not with `--no-kernel-fetch`, which asks for
 /// perf's stack copies).
 fn use_bpf(opts: &Opts, target: Target) -> Result<bool, Error> {
     Ok(match Engine::chosen(opts.engine, TRACE_ENGINE_ENV)? {
-        Engine::Auto if opts.no_tracefs => false,
+        Engine::Auto if opts.no_kernel_fetch => false,
         engine => engine.samples_with_bpf(target),
     })
 }
@@ -86,7 +86,7 @@ impl<'o> Tracing<'o> {
                 .filter(|_| !opts.raw),
         );
         let mut sampler = Sampler::new(opts.attach)
-            .kernel_fetch(!opts.no_tracefs)
+            .kernel_fetch(!opts.no_kernel_fetch)
             .bpf(bpf)
             .per_cpu(true);
         for (glob, n) in &opts.strings {

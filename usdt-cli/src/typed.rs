@@ -69,7 +69,8 @@ pub(crate) fn text(sigs: &Signatures, hit: &Hit) -> Option<String> {
 }
 
 /// `{"id": 1, "path": "/index.html", "data": "0102ff"}` for a recorded
-/// probe's hit: JSON numbers, strings and booleans; byte slices as hex
+/// probe's hit, keyed in the order of the probe's parameters (serde_json's
+/// `preserve_order`): JSON numbers, strings and booleans; byte slices as hex
 /// strings, pointers as `0x` strings, durations as nanoseconds, unreadable
 /// memory as `null`.
 pub(crate) fn json(sigs: &Signatures, hit: &Hit) -> Option<serde_json::Value> {

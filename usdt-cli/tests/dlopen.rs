@@ -1,6 +1,6 @@
 //! Libraries a program loads with `dlopen` after `usdt count` started
 //! (`-- CMD`) or attached (`-p`) are found by watching the process's
-//! mappings and counted, with either engine.
+//! mappings and counted and traced, with either engine.
 
 #[path = "../../usdt-trace/tests/common/mod.rs"]
 mod common;
@@ -100,5 +100,41 @@ fn a_library_loaded_after_attaching_to_a_process_is_counted() {
             err.contains("libdlprobes.so was mapped after the start: counting its 1 sites"),
             "{err}"
         );
+    }
+}
+
+/// `usdt trace` watches the mappings too: every hit of a library loaded
+/// after the command started, or after attaching, with its argument.
+#[test]
+fn a_library_loaded_later_is_traced() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
+    let (exe, lib) = programs();
+    for engine in ["bpf", "perf"] {
+        let out = Command::new("timeout")
+            .args(["-k", "5", "120", env!("CARGO_BIN_EXE_usdt"), "trace"])
+            .args(["--engine", engine, "--"])
+            .arg(&exe)
+            .args([lib.to_str().unwrap(), "500", "0", "800"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let (text, err) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(0), "{engine}: {err}");
+        assert!(
+            err.contains("libdlprobes.so was mapped after the start: tracing its 1 sites"),
+            "{engine}: {err}"
+        );
+        let hits: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once(" dl:hit ").map(|(_, args)| args))
+            .collect();
+        let want: Vec<String> = (0..500).map(|i| format!("arg0={i}")).collect();
+        assert_eq!(hits, want, "{engine}: {err}");
+        assert_eq!(text.matches(" dlmain:tick").count(), 1, "{engine}");
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::build_c;
 use usdt_trace::bpf::{uprobe_multi_support, BpfError, MultiCounter, MultiSite, UprobeMulti};
@@ -294,7 +294,20 @@ fn a_missing_process_or_file_is_a_plain_error() {
     let err = counter
         .attach(&exe, &bad, Target::AllProcesses)
         .unwrap_err();
+    assert!(
+        matches!(err, BpfError::SlotOutOfRange { slot: 99, slots } if slots == names.len() as u32),
+        "{err}"
+    );
     assert!(err.to_string().contains("slot 99 is past"), "{err}");
+    let err = counter.count(99).unwrap_err();
+    assert!(
+        matches!(err, BpfError::SlotOutOfRange { slot: 99, .. }),
+        "{err}"
+    );
+    let err = counter
+        .attach("/a\0b", &multi, Target::AllProcesses)
+        .unwrap_err();
+    assert!(matches!(err, BpfError::NulInPath { .. }), "{err}");
     assert_eq!(counter.links().count(), 0);
 }
 
@@ -490,4 +503,116 @@ fn the_forced_perf_engine_counts_the_same_on_the_main_thread() {
     let (bpf, perf) = (common::parse_counts(&bpf), common::parse_counts(&perf));
     assert_eq!(bpf["multi:guarded"], 25, "{bpf:?}");
     assert_eq!(bpf, perf);
+}
+
+// `usdt trace` on the BPF engine: every thread from its first hit.
+
+/// The `multi:hit` lines of `usdt trace` output, per thread id: each
+/// thread's `arg1` values in order, checked to be `0..n` with one `arg0`.
+fn hits_per_thread(out: &str, pid: u32) -> BTreeMap<u32, usize> {
+    let mut seq: BTreeMap<u32, (String, Vec<u64>)> = BTreeMap::new();
+    for line in out.lines().filter(|l| l.contains(" multi:hit ")) {
+        let words: Vec<&str> = line.split(' ').collect();
+        let (p, tid) = words[1].split_once('/').unwrap();
+        assert_eq!(p, pid.to_string(), "{line}");
+        let tid: u32 = tid.parse().unwrap();
+        let id = words[3].to_string();
+        let i: u64 = words[4].strip_prefix("arg1=").unwrap().parse().unwrap();
+        let entry = seq.entry(tid).or_insert_with(|| (id.clone(), vec![]));
+        assert_eq!(entry.0, id, "one thread, one arg0: {line}");
+        entry.1.push(i);
+    }
+    seq.into_iter()
+        .map(|(tid, (id, hits))| {
+            let want: Vec<u64> = (0..hits.len() as u64).collect();
+            assert_eq!(
+                hits, want,
+                "thread {tid} ({id}): every hit from its first, in order"
+            );
+            (tid, hits.len())
+        })
+        .collect()
+}
+
+#[test]
+fn trace_command_sees_every_thread_from_its_first_hit() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
+    let exe = multi("multi_trace_cmd");
+    let mut child = Command::new("timeout")
+        .args(["-s", "KILL", "120"])
+        .arg(env!("CARGO_BIN_EXE_usdt"))
+        .args(["trace", "--engine", "bpf", "multi:hit", "--"])
+        .arg(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"threads 8 1000\n").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{err}");
+    let pid: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ready "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let per_thread = hits_per_thread(&text, pid);
+    assert_eq!(per_thread.len(), 8, "{per_thread:?}");
+    assert!(per_thread.values().all(|n| *n == 1000), "{per_thread:?}");
+    assert!(!err.contains("lost"), "{err}");
+}
+
+#[test]
+fn trace_pid_sees_threads_started_after_attaching_from_their_first_hit() {
+    if !common::ready(&[common::ROOT, common::SDT]) {
+        return;
+    }
+    let exe = multi("multi_trace_pid");
+    let mut m = Multi::start(&exe);
+    let mut tracer = Command::new("timeout")
+        .args(["-s", "KILL", "120"])
+        .arg(env!("CARGO_BIN_EXE_usdt"))
+        .args([
+            "trace",
+            "--engine",
+            "bpf",
+            "multi:hit",
+            "-p",
+            &m.pid.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(tracer.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.starts_with("usdt: tracing "), "{line}");
+    assert_eq!(m.run("threads 8 1000"), "done");
+    assert_eq!(m.run("fork 5"), "done");
+    // The ring is read every 50 ms: give it one round, then stop.
+    std::thread::sleep(Duration::from_millis(300));
+    let status = Command::new("kill")
+        .args(["-INT", &tracer.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = tracer.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Eight threads, 1000 hits each from their first; the forked child is
+    // another process, not traced.
+    let per_thread = hits_per_thread(&text, m.pid);
+    assert_eq!(per_thread.len(), 8, "{per_thread:?}");
+    assert!(per_thread.values().all(|n| *n == 1000), "{per_thread:?}");
+    m.finish();
 }

@@ -323,7 +323,7 @@ fn hand_written_operands_and_a_malformed_note() {
     if !usdt_provision::ready_part("tracing", &[common::ROOT]) {
         return;
     }
-    for options in [&[][..], &["--no-tracefs"]] {
+    for options in [&[][..], &["--no-kernel-fetch"]] {
         let hits = traced(&exe, options);
         let want: BTreeMap<String, String> = ASMOPS
             .iter()

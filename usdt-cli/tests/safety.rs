@@ -103,7 +103,7 @@ fn no_panic(stderr: &str) {
     );
 }
 
-/// The tracefs events of usdt process `pid`'s group.
+/// The fetch events (in tracefs) of usdt process `pid`'s group.
 fn events_of(pid: u32) -> usize {
     let events = std::fs::read_to_string("/sys/kernel/tracing/uprobe_events").unwrap_or_default();
     let prefix = format!("p:usdt_{pid}_");
@@ -217,7 +217,7 @@ fn interrupt_during_attach(command: &str, sig: i32) {
     );
     no_panic(&err);
     assert!(gone(paused[0]), "the paused command was ended");
-    assert_eq!(events_of(pid), 0, "no tracefs events left");
+    assert_eq!(events_of(pid), 0, "no fetch events left");
     assert!(!out.contains("ready"), "the command never ran: {out}");
 }
 

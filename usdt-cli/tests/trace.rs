@@ -283,7 +283,7 @@ fn recorder_asserts_every_probe_with_its_arguments() {
     if !common::ready(&[common::ROOT]) {
         return;
     }
-    // Without tracefs: strings from the stack copy, read after the fact.
+    // Without kernel fetch: strings from the stack copy, read after the fact.
     let run = Recorder::new(example("argtypes"))
         .kernel_fetch(false)
         .args(["once"])
@@ -331,10 +331,10 @@ fn c_probes_with_memory_and_immediate_operands() {
     if !common::ready(&[common::ROOT, common::SDT]) {
         return;
     }
-    // The kernel reads the red zone at the hit (tracefs fetch arguments),
+    // The kernel reads the red zone at the hit (a fetch event),
     // or usdt reads it from the process while leaf waits.
     c_memory_operands(&[]);
-    c_memory_operands(&["--no-tracefs"]);
+    c_memory_operands(&["--no-kernel-fetch"]);
 }
 
 fn c_memory_operands(options: &[&str]) {

@@ -142,7 +142,7 @@ fn byte_directive(bytes: &[u8]) -> String {
 }
 
 fn x86_64_template(site: &Site) -> Vec<String> {
-    use usdt_runtime::site::{NOP, NOP10, NOP5};
+    use usdt_runtime::site::{NOP, NOP10, NOP5, X86_64_LOW8_WRITTEN_WHOLE};
     let long_nop: &[u8] = if cfg!(feature = "nop10") {
         &NOP10
     } else {
@@ -155,17 +155,24 @@ fn x86_64_template(site: &Site) -> Vec<String> {
         byte_directive(long_nop),
     ];
     base_reloc(&mut l);
+    // `.irp r, %r8b, %r9b, ...`: the low bytes a note names by the whole
+    // register (see `X86_64_LOW8_WRITTEN_WHOLE`).
+    let low8: Vec<String> = X86_64_LOW8_WRITTEN_WHOLE
+        .iter()
+        .map(|(low8, _)| format!("%{low8}"))
+        .collect();
+    let irp_low8 = format!(".irp r, {}", low8.join(", "));
     note(&mut l, site, "@", |i| {
         // The register at the argument's exact width: `.if` on the width
-        // constant picks the operand modifier (al, ax, eax, rax). The low
-        // bytes of r8..r15 have no name every consumer reads (gdb says
-        // `r8l`, bcc and libbpf `r8b`), so a 1-byte value there is written
-        // with the 64-bit name (`1@%r8`): each consumer takes the low byte,
-        // as the size says.
+        // constant picks the operand modifier (al, ax, eax, rax). A 1-byte
+        // value in a register whose low byte has no name every consumer
+        // reads (r8..r15, see `X86_64_LOW8_WRITTEN_WHOLE`) is written with
+        // the 64-bit name (`1@%r8`): each consumer takes the low byte, as
+        // the size says.
         vec![
             format!(".if {{w{i}}} == 1"),
             ".set .L__usdt_wide, 0".to_owned(),
-            ".irp r, %r8b, %r9b, %r10b, %r11b, %r12b, %r13b, %r14b, %r15b".to_owned(),
+            irp_low8.clone(),
             format!(".ifc {{a{i}:l}}, \\r"),
             ".set .L__usdt_wide, 1".to_owned(),
             ".endif".to_owned(),
@@ -391,5 +398,31 @@ pub fn semaphore_fn(symbol: &str, name: &syn::Ident, vis: TokenStream) -> TokenS
                 false
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The low bytes named by the whole register come from the runtime's
+    /// table and spell the same directive as always.
+    #[test]
+    fn the_low_byte_list_is_the_runtimes() {
+        let site = Site {
+            provider: "p",
+            name: "n",
+            semaphore: None,
+            nargs: 1,
+            signature: None,
+        };
+        let irp: Vec<String> = x86_64_template(&site)
+            .into_iter()
+            .filter(|l| l.starts_with(".irp"))
+            .collect();
+        assert_eq!(
+            irp,
+            [".irp r, %r8b, %r9b, %r10b, %r11b, %r12b, %r13b, %r14b, %r15b"]
+        );
     }
 }

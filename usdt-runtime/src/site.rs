@@ -1,7 +1,7 @@
 //! The probe site, defined once for the macros that emit it, the tracer
 //! that classifies and attaches to it, and the tests that check it: its
-//! bytes per layout, the argument limit of its note, and the page size a
-//! site must not cross to be optimized.
+//! bytes per layout, the argument limit of its note, the register names its
+//! note avoids, and the page size a site must not cross to be optimized.
 //!
 //! ```text
 //! Location:      90                              nop   (every tracer may attach here)
@@ -34,6 +34,26 @@ pub const SITE_BYTES: usize = NOP.len() + NOP10.len();
 /// all stop at 12. The macros refuse more; the tracer reads a note that
 /// describes more as malformed.
 pub const MAX_ARGS: usize = 12;
+
+/// The x86-64 registers whose low byte has no name that every consumer of a
+/// note reads, as `(low byte, whole register)` in AT&T spelling without `%`.
+/// The low byte is what the assembler writes for an `asm!` operand's `{x:l}`
+/// (`r8b`); gdb calls it `r8l`, bcc and libbpf `r8b`. So a note gives a
+/// 1-byte argument in one of these registers by the whole register's name
+/// (`1@%r8`): the size tells each consumer to take the low byte.
+///
+/// The only table of these names: the macros emit the site's note from it,
+/// and the tracer's register table is checked against it.
+pub const X86_64_LOW8_WRITTEN_WHOLE: [(&str, &str); 8] = [
+    ("r8b", "r8"),
+    ("r9b", "r9"),
+    ("r10b", "r10"),
+    ("r11b", "r11"),
+    ("r12b", "r12"),
+    ("r13b", "r13"),
+    ("r14b", "r14"),
+    ("r15b", "r15"),
+];
 
 /// The page size tried when the system does not say (x86-64's; aarch64
 /// kernels may use 16 or 64 KiB pages).

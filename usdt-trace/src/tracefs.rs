@@ -1,7 +1,10 @@
-//! Uprobe events defined through tracefs (`uprobe_events`) with fetch
-//! arguments: the kernel reads memory operands and strings at the moment of
-//! the hit, so values in the red zone or in memory freed right after the
-//! probe are exact. A sample carries them in its `PERF_SAMPLE_RAW` record.
+//! Fetch events: uprobe events defined through tracefs (`uprobe_events`)
+//! with fetch arguments, so that the kernel fetches memory operands and
+//! strings at the moment of the hit ([`Sampler::kernel_fetch`]): values in
+//! the red zone or in memory freed right after the probe are exact. A
+//! sample carries them in its `PERF_SAMPLE_RAW` record.
+//!
+//! [`Sampler::kernel_fetch`]: crate::Sampler::kernel_fetch
 //!
 //! ```text
 //! p:usdt_PID/eN PATH:0xOFFSET(0xREFCTR) a0=%di:u64 a1=-8(%sp):s64 s2=+0(%si):string
@@ -12,7 +15,7 @@
 //! operand (`(%rdx,%rax,8)`) cannot be written, and such a site is sampled
 //! instead.
 //!
-//! The event is removed again when its [`DynEvent`] is dropped (after the
+//! The event is removed again when its [`FetchEvent`] is dropped (after the
 //! perf events using it are closed); events left behind by a `usdt` that was
 //! killed are removed by the next one.
 //!
@@ -46,9 +49,9 @@ pub(crate) struct Field {
     pub(crate) size: usize,
 }
 
-/// A dynamic uprobe event, removed on drop.
+/// A fetch event (a uprobe event with fetch arguments), removed on drop.
 #[derive(Debug)]
-pub(crate) struct DynEvent {
+pub(crate) struct FetchEvent {
     root: PathBuf,
     group: String,
     name: String,
@@ -132,7 +135,7 @@ fn definition(
     Some(out)
 }
 
-impl DynEvent {
+impl FetchEvent {
     /// Defines a uprobe event at `offset` of `path` (link-time address
     /// `addr`) reading `args` (and the strings marked in `strings`), with
     /// the semaphore at `ref_ctr`. `None` when tracefs is missing or refuses
@@ -144,7 +147,7 @@ impl DynEvent {
         args: &[Arg],
         strings: &[bool],
         bytes: &[bool],
-    ) -> Option<DynEvent> {
+    ) -> Option<FetchEvent> {
         let root = root()?;
         remove_stale(&root);
         let fetches = definition(args, strings, bytes, (addr, offset))?;
@@ -158,7 +161,7 @@ impl DynEvent {
         };
         let line = format!("p:{group}/{name} {place} {}\n", fetches.join(" "));
         append(&root, &line).ok()?;
-        let mut event = DynEvent {
+        let mut event = FetchEvent {
             root,
             group,
             name,
@@ -341,7 +344,7 @@ fn append(root: &Path, line: &str) -> std::io::Result<()> {
     file.write_all(line.as_bytes())
 }
 
-impl Drop for DynEvent {
+impl Drop for FetchEvent {
     fn drop(&mut self) {
         let line = format!("-:{}/{}\n", self.group, self.name);
         // The kernel may still hold the event for a moment after its perf

@@ -1,7 +1,7 @@
 //! Register knowledge, one table per architecture (as gimli's `arch.rs`):
-//! each register's names in notes (AT&T for x86-64), perf's register
-//! number and tracefs's fetch name, in one row. A second architecture is a
-//! second table.
+//! each register's names in notes (AT&T for x86-64), and for x86-64, which
+//! the sampler decodes, perf's register number and tracefs's fetch name,
+//! in one row. aarch64's table holds the names only.
 
 use std::fmt;
 

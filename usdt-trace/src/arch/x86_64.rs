@@ -156,4 +156,22 @@ mod tests {
         assert_eq!(pt_regs_index(12), None);
         assert_eq!(pt_regs_index(24), None);
     }
+
+    /// The runtime's list of low bytes that notes name by the whole
+    /// register is this table's r8..r15, in order, and each name parses.
+    #[test]
+    fn the_runtime_names_the_same_low_bytes() {
+        use usdt_runtime::site::X86_64_LOW8_WRITTEN_WHOLE;
+        let numbered: Vec<(&str, &str)> = REGISTERS
+            .iter()
+            .filter(|r| r.names[0][1..].starts_with(|c: char| c.is_ascii_digit()))
+            .map(|r| (r.names[3], r.names[0]))
+            .collect();
+        assert_eq!(numbered, X86_64_LOW8_WRITTEN_WHOLE);
+        for (low8, whole) in X86_64_LOW8_WRITTEN_WHOLE {
+            let reg = parse(low8).unwrap();
+            assert_eq!(reg.width, RegWidth::Low8);
+            assert_eq!(name(reg.reg, RegWidth::W64), whole);
+        }
+    }
 }

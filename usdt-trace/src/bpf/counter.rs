@@ -111,19 +111,19 @@ impl MultiCounter {
             return Ok(());
         }
         if sites.len() > MAX_SITES_PER_LINK {
-            return Err(BpfError::Invalid(format!(
-                "{} sites of {} are more than one uprobe_multi link takes ({MAX_SITES_PER_LINK})",
-                sites.len(),
-                path.display()
-            )));
+            return Err(BpfError::TooManySites {
+                path: path.into(),
+                sites: sites.len(),
+                max: MAX_SITES_PER_LINK,
+            });
         }
         if let Some(s) = sites.iter().find(|s| s.slot >= self.slots) {
-            return Err(BpfError::Invalid(format!(
-                "slot {} is past the counter's {} slots",
-                s.slot, self.slots
-            )));
+            return Err(BpfError::SlotOutOfRange {
+                slot: s.slot,
+                slots: self.slots,
+            });
         }
-        let c_path = path_cstring(path).map_err(|e| BpfError::Invalid(e.to_string()))?;
+        let c_path = path_cstring(path).map_err(|_| BpfError::NulInPath { path: path.into() })?;
         let offsets: Vec<u64> = sites.iter().map(|s| s.offset).collect();
         let ref_ctrs: Vec<u64> = sites
             .iter()
@@ -186,10 +186,10 @@ impl MultiCounter {
     /// Reads one value per possible CPU of `slot` into `values`.
     fn lookup(&self, slot: u32, values: &mut [u64]) -> Result<(), BpfError> {
         if slot >= self.slots {
-            return Err(BpfError::Invalid(format!(
-                "slot {slot} is past the counter's {} slots",
-                self.slots
-            )));
+            return Err(BpfError::SlotOutOfRange {
+                slot,
+                slots: self.slots,
+            });
         }
         assert_eq!(values.len(), self.cpus);
         let key = slot;

@@ -54,8 +54,27 @@ pub enum BpfError {
         /// Why.
         source: io::Error,
     },
-    /// A request that cannot be satisfied (such as a slot past the map).
-    Invalid(String),
+    /// More sites of one file than one uprobe_multi link takes.
+    TooManySites {
+        /// The file.
+        path: PathBuf,
+        /// How many sites were asked for.
+        sites: usize,
+        /// The most one link takes ([`MAX_SITES_PER_LINK`]).
+        max: usize,
+    },
+    /// A slot at or past the counter's number of slots.
+    SlotOutOfRange {
+        /// The slot asked for.
+        slot: u32,
+        /// The counter's number of slots.
+        slots: u32,
+    },
+    /// A path the kernel cannot take: it contains a NUL byte.
+    NulInPath {
+        /// The path.
+        path: PathBuf,
+    },
     /// Another failed system call.
     Os {
         /// What was being done.
@@ -98,7 +117,17 @@ impl fmt::Display for BpfError {
             BpfError::File { path, source } => {
                 write!(f, "cannot attach to {}: {source}", path.display())
             }
-            BpfError::Invalid(what) => f.write_str(what),
+            BpfError::TooManySites { path, sites, max } => write!(
+                f,
+                "{sites} sites of {} are more than one uprobe_multi link takes ({max})",
+                path.display()
+            ),
+            BpfError::SlotOutOfRange { slot, slots } => {
+                write!(f, "slot {slot} is past the counter's {slots} slots")
+            }
+            BpfError::NulInPath { path } => {
+                write!(f, "the path {} contains a NUL byte", path.display())
+            }
             BpfError::Os { what, source } => write!(f, "{what}: {source}"),
         }
     }
@@ -120,7 +149,48 @@ impl From<BpfError> for crate::Error {
             BpfError::NoProcess(pid) => crate::Error::NoProcess(pid),
             BpfError::File { path, source } => crate::Error::Io { path, source },
             BpfError::Os { what, source } => crate::Error::Os { what, source },
-            other => crate::Error::Invalid(other.to_string()),
+            BpfError::NulInPath { path } => crate::Error::NulInPath { path },
+            BpfError::Unsupported
+            | BpfError::Verifier { .. }
+            | BpfError::TooManySites { .. }
+            | BpfError::SlotOutOfRange { .. } => crate::Error::Invalid(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_values() {
+        let e = BpfError::TooManySites {
+            path: "/bin/app".into(),
+            sites: 2_000_000,
+            max: MAX_SITES_PER_LINK,
+        };
+        assert_eq!(
+            e.to_string(),
+            "2000000 sites of /bin/app are more than one uprobe_multi link takes (1048576)"
+        );
+        let e = BpfError::SlotOutOfRange { slot: 9, slots: 4 };
+        assert_eq!(e.to_string(), "slot 9 is past the counter's 4 slots");
+        let e = BpfError::NulInPath {
+            path: "/a\0b".into(),
+        };
+        assert_eq!(e.to_string(), "the path /a\0b contains a NUL byte");
+    }
+
+    #[test]
+    fn conversions_keep_the_structure() {
+        let path = PathBuf::from("/a\0b");
+        let e = crate::Error::from(BpfError::NulInPath { path: path.clone() });
+        assert!(matches!(e, crate::Error::NulInPath { path: p } if p == path));
+        let e = crate::Error::from(BpfError::SlotOutOfRange { slot: 9, slots: 4 });
+        assert_eq!(e.to_string(), "slot 9 is past the counter's 4 slots");
+        assert!(matches!(
+            crate::Error::from(BpfError::NoProcess(7)),
+            crate::Error::NoProcess(7)
+        ));
     }
 }

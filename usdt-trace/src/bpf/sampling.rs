@@ -377,7 +377,7 @@ impl BpfSampling {
             &sampling_program(&maps, first.cookie, derefs),
             "usdt_sample",
         )?;
-        let c_path = path_cstring(path).map_err(|e| BpfError::Invalid(e.to_string()))?;
+        let c_path = path_cstring(path).map_err(|_| BpfError::NulInPath { path: path.into() })?;
         let offsets: Vec<u64> = sites.iter().map(|s| s.offset).collect();
         let ref_ctrs: Vec<u64> = sites
             .iter()
@@ -490,8 +490,8 @@ mod tests {
         assert_eq!(SLOTS_AT, 192);
         assert_eq!(DEREF_AT, 576);
         assert_eq!(record_size(2), 576 + 528);
-        assert!(STRING_READ as usize <= DEREF);
-        assert!(crate::sample::BYTES_FETCH <= DEREF);
+        const { assert!(STRING_READ as usize <= DEREF) };
+        const { assert!(crate::sample::BYTES_FETCH <= DEREF) };
         assert_eq!(ArgFetch::default().bytes()[2], NO_REG);
     }
 

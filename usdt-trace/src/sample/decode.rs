@@ -1,10 +1,10 @@
 //! Decoding a sample: each argument from the sampled registers, the stack
-//! copy, the raw record of a tracefs event or, after the fact, the
+//! copy, the raw record of a fetch event or, after the fact, the
 //! process's memory.
 
 use std::collections::HashMap;
 
-use super::plan::{perf_reg, Plan, RawPlan, PERF_REG_IP, PERF_REG_SP};
+use super::plan::{perf_reg, FetchPlan, Plan, PERF_REG_IP, PERF_REG_SP};
 use super::{Hit, Value, BYTES_FETCH, STRING_MAX};
 use crate::bpf::sampling::{
     DEREF, DEREF_AT, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, PT_REGS, SLOT, SLOTS_AT, VALUE_MAX,
@@ -202,10 +202,16 @@ pub(super) fn finish(plan: &Plan, cx: &Context<'_>, i: usize, bytes: &[u8]) -> V
     }
 }
 
-/// Decodes argument `i` from a tracefs event's raw record.
-pub(super) fn decode_raw_arg(plan: &Plan, raw: &RawPlan, data: &[u8], pid: u32, i: usize) -> Value {
+/// Decodes argument `i` from a fetch event's raw record.
+pub(super) fn decode_fetched_arg(
+    plan: &Plan,
+    fetch: &FetchPlan,
+    data: &[u8],
+    pid: u32,
+    i: usize,
+) -> Value {
     let arg = &plan.args[i];
-    let bytes = match (&arg.operand, raw.values[i]) {
+    let bytes = match (&arg.operand, fetch.values[i]) {
         (Operand::Unreadable { reason, .. }, _) => return Value::Unavailable(reason.clone()),
         (Operand::Immediate(n), _) => n.to_le_bytes().to_vec(),
         (operand, Some(field)) => {
@@ -231,7 +237,7 @@ pub(super) fn decode_raw_arg(plan: &Plan, raw: &RawPlan, data: &[u8], pid: u32, 
         return value;
     };
     // A byte slice's first bytes, read by the kernel at the hit.
-    if let Some(field) = raw.bytes.get(i).copied().flatten() {
+    if let Some(field) = fetch.bytes.get(i).copied().flatten() {
         if let Some(bytes) = data.get(field.offset..field.offset + field.size) {
             return Value::Str {
                 bytes: bytes.to_vec(),
@@ -243,7 +249,7 @@ pub(super) fn decode_raw_arg(plan: &Plan, raw: &RawPlan, data: &[u8], pid: u32, 
         return value;
     }
     let ptr = ptr as u64;
-    match raw.strings[i].and_then(|f| data_loc_string(data, f)) {
+    match fetch.strings[i].and_then(|f| data_loc_string(data, f)) {
         Some(bytes) => Value::Str {
             bytes: bytes[..bytes.len().min(STRING_MAX)].to_vec(),
             truncated: bytes.len() > STRING_MAX,
@@ -288,11 +294,11 @@ pub(super) fn decode_sample(
     let pid = u32::from_ne_bytes(pid_tid[0..4].try_into().ok()?);
     let tid = u32::from_ne_bytes(pid_tid[4..8].try_into().ok()?);
     let time_ns = f.u64()?;
-    if let Some(raw) = &plan.raw {
+    if let Some(fetch) = &plan.fetch {
         let size = u32::from_ne_bytes(f.take(4)?.try_into().ok()?) as usize;
         let data = f.take(size)?;
         let args = (0..plan.args.len())
-            .map(|i| decode_raw_arg(plan, raw, data, pid, i))
+            .map(|i| decode_fetched_arg(plan, fetch, data, pid, i))
             .collect();
         return Some(Hit {
             time_ns,
@@ -383,7 +389,7 @@ pub(super) fn decode_bpf_record(plans: &[Plan], record: &[u8]) -> Option<Hit> {
 /// read (a page not present: BPF programs do not fault pages in) is read
 /// from the process now.
 fn decode_bpf_arg(plan: &Plan, cx: &Context<'_>, record: &[u8], i: usize) -> Value {
-    let Some(f) = plan.fetch.get(i).filter(|f| f.kind != 0) else {
+    let Some(f) = plan.bpf_fetch.get(i).filter(|f| f.kind != 0) else {
         return decode_arg(plan, cx, i);
     };
     let Some(slot) = record.get(SLOTS_AT + i * SLOT..SLOTS_AT + (i + 1) * SLOT) else {

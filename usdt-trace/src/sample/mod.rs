@@ -18,9 +18,9 @@
 //!   minus its link-time address).
 //! - A site with memory operands (`disp(%reg)`, symbols) or string arguments (see
 //!   [`Sampler::string_arg`]) gets, when tracefs is mounted and writable, a
-//!   uprobe event defined in `uprobe_events` whose fetch arguments make the
-//!   kernel read them at the hit (`-8(%sp):u64`, `+0(%di):string`, a
-//!   symbol as `@+FILE_OFFSET:u64`) into the
+//!   fetch event: a uprobe event defined in `uprobe_events` whose fetch
+//!   arguments make the kernel read them at the hit (`-8(%sp):u64`,
+//!   `+0(%di):string`, a symbol as `@+FILE_OFFSET:u64`) into the
 //!   sample's raw record: exact, including GCC's red-zone operands
 //!   (`-8@-16(%rsp)`) and strings freed right after the probe. The kernel
 //!   does not fault pages in: a string it could not read is read from the
@@ -58,7 +58,7 @@ use crate::perf::{
     self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
     SAMPLE_TIME, TYPE_TRACEPOINT,
 };
-use crate::tracefs::DynEvent;
+use crate::tracefs::FetchEvent;
 
 mod decode;
 mod plan;
@@ -66,7 +66,7 @@ mod value;
 
 use crate::{AttachPoint, Error, KernelFeatures, Target};
 use decode::{decode_bpf_record, decode_sample, Fields};
-use plan::{Plan, RawPlan};
+use plan::{FetchPlan, Plan};
 pub use value::{Hit, Value};
 
 /// The longest string read for a string argument, in bytes (without its
@@ -128,20 +128,20 @@ pub struct Sampler {
     plans: Vec<Plan>,
     ids: HashMap<u64, usize>,
     kernel_fetch: bool,
-    tracepoints: HashMap<(PathBuf, u64), Option<(u64, RawPlan)>>,
+    fetch_plans: HashMap<(PathBuf, u64), Option<(u64, FetchPlan)>>,
     /// The uprobe addresses attached, per target: one uprobe per address.
     attached: HashSet<(PathBuf, u64, Target)>,
     /// Sample with one BPF uprobe_multi link per file instead of perf
     /// events ([`Sampler::bpf`]).
     use_bpf: bool,
     // Released in this order by `Drop`: close the BPF links, unmap the
-    // rings, close the events, then remove the tracefs events they used
+    // rings, close the events, then remove the fetch events they used
     // (deleting a uprobe event still in use by perf is refused, and has
     // hung tracing on a kernel).
     bpf: Option<BpfSampling>,
     slots: Vec<Slot>,
     fds: Vec<OwnedFd>,
-    dyn_events: Vec<DynEvent>,
+    fetch_events: Vec<FetchEvent>,
     lost: u64,
     /// Sample records read so far.
     seen: u64,
@@ -154,7 +154,7 @@ impl Drop for Sampler {
         self.bpf = None;
         self.slots.clear();
         self.fds.clear();
-        self.dyn_events.clear();
+        self.fetch_events.clear();
     }
 }
 
@@ -172,13 +172,13 @@ impl Sampler {
             plans: vec![],
             ids: HashMap::new(),
             kernel_fetch: true,
-            tracepoints: HashMap::new(),
+            fetch_plans: HashMap::new(),
             attached: HashSet::new(),
             use_bpf: false,
             bpf: None,
             slots: vec![],
             fds: vec![],
-            dyn_events: vec![],
+            fetch_events: vec![],
             lost: 0,
             seen: 0,
             pending: vec![],
@@ -267,8 +267,8 @@ impl Sampler {
     }
 
     /// Whether the kernel reads memory operands and strings at the hit,
-    /// through a tracefs uprobe event with fetch arguments (the default,
-    /// when tracefs is mounted and writable): exact. Otherwise, or when
+    /// through a fetch event, a tracefs uprobe event with fetch arguments
+    /// (the default, when tracefs is mounted and writable): exact. Otherwise, or when
     /// tracefs refuses, they are read from the stack copy and the process.
     pub fn kernel_fetch(mut self, on: bool) -> Sampler {
         self.kernel_fetch = on;
@@ -370,7 +370,7 @@ impl Sampler {
                 .wrapping_sub(site.location_offset.unwrap_or(0));
             plan.attach_addr = site.location.wrapping_add(from_location);
             if self.use_bpf {
-                plan.fetch = plan.fetches().to_vec();
+                plan.bpf_fetch = plan.fetches().to_vec();
                 sampled.push(SampledSite {
                     offset: uprobe.offset,
                     ref_ctr_offset: uprobe.ref_ctr_offset,
@@ -380,16 +380,16 @@ impl Sampler {
                 self.plans.push(plan);
                 continue;
             }
-            let tracepoint = match plan.stack_bytes > 0 && self.kernel_fetch {
-                true => self.tracepoint(path, &uprobe, &plan),
+            let fetch = match plan.stack_bytes > 0 && self.kernel_fetch {
+                true => self.fetch_event(path, &uprobe, &plan),
                 false => None,
             };
-            if let Some((_, raw)) = &tracepoint {
-                plan.raw = Some(raw.clone());
+            if let Some((_, fetch_plan)) = &fetch {
+                plan.fetch = Some(fetch_plan.clone());
             }
             for &cpu in cpus {
-                let fd = match &tracepoint {
-                    Some((id, _)) => self.open_tracepoint(*id, target, cpu),
+                let fd = match &fetch {
+                    Some((id, _)) => self.open_fetch_event(*id, target, cpu),
                     None => self.open(&uprobe, &plan, target, cpu),
                 }
                 .map_err(|e| attach_error(e, path, site, target))?;
@@ -413,22 +413,22 @@ impl Sampler {
         Ok(())
     }
 
-    /// The tracefs uprobe event for a site (made once per file offset and
-    /// shared by every thread), if tracefs takes it.
-    fn tracepoint(
+    /// The fetch event for a site (made once per file offset and shared by
+    /// every thread), if tracefs takes it.
+    fn fetch_event(
         &mut self,
         path: &Path,
         uprobe: &Uprobe<'_>,
         plan: &Plan,
-    ) -> Option<(u64, RawPlan)> {
+    ) -> Option<(u64, FetchPlan)> {
         let key = (path.to_path_buf(), uprobe.offset);
-        if let Some(found) = self.tracepoints.get(&key) {
+        if let Some(found) = self.fetch_plans.get(&key) {
             return found.clone();
         }
         let ref_ctr = uprobe
             .ref_ctr_offset
             .filter(|_| self.features.kernel_semaphores);
-        let event = DynEvent::create(
+        let event = FetchEvent::create(
             path,
             (plan.attach_addr, uprobe.offset),
             ref_ctr,
@@ -449,20 +449,20 @@ impl Sampler {
             })
         });
         let found = complete.map(|e| {
-            let raw = RawPlan {
+            let fetch = FetchPlan {
                 values: e.values.clone(),
                 strings: e.strings.clone(),
                 bytes: e.bytes.clone(),
             };
             let id = e.id;
-            self.dyn_events.push(e);
-            (id, raw)
+            self.fetch_events.push(e);
+            (id, fetch)
         });
-        self.tracepoints.insert(key, found.clone());
+        self.fetch_plans.insert(key, found.clone());
         found
     }
 
-    fn open_tracepoint(&self, id: u64, target: Target, cpu: i32) -> io::Result<OwnedFd> {
+    fn open_fetch_event(&self, id: u64, target: Target, cpu: i32) -> io::Result<OwnedFd> {
         let mut attr = perf::attr(TYPE_TRACEPOINT);
         attr.config = id;
         attr.sample_period = 1;

@@ -35,20 +35,20 @@ pub(super) struct Plan {
     pub(super) regs_mask: u64,
     /// `sample_stack_user` (0: no stack copy).
     pub(super) stack_bytes: u32,
-    /// Read by the kernel at the hit (a tracefs uprobe event): where each
-    /// value and string is in the raw record.
-    pub(super) raw: Option<RawPlan>,
+    /// Read by the kernel at the hit (a fetch event): where each value and
+    /// string is in the raw record.
+    pub(super) fetch: Option<FetchPlan>,
     /// The link-time address of the uprobe: the sampled instruction pointer
     /// minus this is the load bias.
     pub(super) attach_addr: u64,
     /// What the BPF sampling program reads per argument (empty with perf
     /// events).
-    pub(super) fetch: Vec<ArgFetch>,
+    pub(super) bpf_fetch: Vec<ArgFetch>,
 }
 
-/// The fields of a tracefs uprobe event's raw record, per argument.
+/// The fields of a fetch event's raw record, per argument.
 #[derive(Clone, Debug)]
-pub(super) struct RawPlan {
+pub(super) struct FetchPlan {
     pub(super) values: Vec<Option<Field>>,
     pub(super) strings: Vec<Option<Field>>,
     pub(super) bytes: Vec<Option<Field>>,
@@ -87,9 +87,9 @@ impl Plan {
             bytes: vec![],
             regs_mask: mask,
             stack_bytes: if memory { stack_bytes } else { 0 },
-            raw: None,
+            fetch: None,
             attach_addr: site.location,
-            fetch: vec![],
+            bpf_fetch: vec![],
         })
     }
 

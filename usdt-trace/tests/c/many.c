@@ -7,7 +7,7 @@
  *                 its input closes (at most 120 s).
  *
  * Both arguments are in memory (volatile locals), so `usdt trace` defines a
- * tracefs event per site.
+ * fetch event (a tracefs uprobe event) per site.
  */
 #define _SDT_HAS_SEMAPHORES 1
 #include <fcntl.h>
