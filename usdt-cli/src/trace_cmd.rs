@@ -359,8 +359,9 @@ fn trace_command(opts: &Opts) -> Result<i32, Error> {
 fn report_lost(sampler: &Sampler) {
     let lost = sampler.lost();
     if lost > 0 {
+        let per = if sampler.uses_bpf() { "" } else { " per CPU" };
         eprintln!(
-            "usdt: {lost} samples were lost because the ring buffer ({} KiB per CPU) was full",
+            "usdt: {lost} samples were lost because the ring buffer ({} KiB{per}) was full",
             sampler.ring_bytes() / 1024
         );
     }

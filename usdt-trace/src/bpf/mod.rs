@@ -42,6 +42,8 @@ pub enum BpfError {
     Unsupported,
     /// The verifier rejected the program; its log says why.
     Verifier {
+        /// Which program (its object name, such as `usdt_sample`).
+        program: String,
         /// The verifier's log.
         log: String,
     },
@@ -107,8 +109,8 @@ impl fmt::Display for BpfError {
             BpfError::Unsupported => f.write_str(
                 "this kernel has no BPF uprobe_multi links (they need Linux 6.6 or later, built with BPF)",
             ),
-            BpfError::Verifier { log } => {
-                write!(f, "the kernel's verifier rejected the counting program:\n{log}")
+            BpfError::Verifier { program, log } => {
+                write!(f, "the kernel's verifier rejected the program {program}:\n{log}")
             }
             BpfError::NoProcess(pid) => write!(f, "process {pid} does not exist or has exited"),
             BpfError::File { path, source } if source.kind() == io::ErrorKind::NotFound => {

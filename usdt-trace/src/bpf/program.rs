@@ -77,21 +77,27 @@ pub(crate) fn load_program(insns: &[Insn], name: &str) -> Result<OwnedFd, BpfErr
         Err(e)
             if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EINVAL) =>
         {
-            let mut log = vec![0u8; 1 << 16];
+            let mut log = vec![0u8; 1 << 20];
             match load(insns, name, Some(&mut log)) {
                 Ok(fd) => Ok(fd),
                 Err(e2) => {
                     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
                     let log = String::from_utf8_lossy(&log[..end]).trim().to_string();
                     if log.is_empty() {
-                        Err(BpfError::from_os("loading the counting program", e2))
+                        Err(BpfError::from_os(
+                            &format!("loading the program {name}"),
+                            e2,
+                        ))
                     } else {
-                        Err(BpfError::Verifier { log })
+                        Err(BpfError::Verifier {
+                            program: name.into(),
+                            log,
+                        })
                     }
                 }
             }
         }
-        r => r.map_err(|e| BpfError::from_os("loading the counting program", e)),
+        r => r.map_err(|e| BpfError::from_os(&format!("loading the program {name}"), e)),
     }
 }
 
