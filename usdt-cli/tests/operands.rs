@@ -323,7 +323,9 @@ fn hand_written_operands_and_a_malformed_note() {
     if !usdt_provision::ready_part("tracing", &[common::ROOT]) {
         return;
     }
-    for options in [&[][..], &["--no-kernel-fetch"]] {
+    // The BPF engine, perf with fetch events, perf with stack copies.
+    let engines: [&[&str]; 3] = [&[], &["--engine", "perf"], &["--no-kernel-fetch"]];
+    for options in engines {
         let hits = traced(&exe, options);
         let want: BTreeMap<String, String> = ASMOPS
             .iter()

@@ -331,9 +331,10 @@ fn c_probes_with_memory_and_immediate_operands() {
     if !common::ready(&[common::ROOT, common::SDT]) {
         return;
     }
-    // The kernel reads the red zone at the hit (a fetch event),
-    // or usdt reads it from the process while leaf waits.
+    // The kernel reads the red zone at the hit (the BPF program, or a fetch
+    // event with perf), or usdt reads it from the process while leaf waits.
     c_memory_operands(&[]);
+    c_memory_operands(&["--engine", "perf"]);
     c_memory_operands(&["--no-kernel-fetch"]);
 }
 
