@@ -18,10 +18,14 @@
 //!   8  u64 pid (high 32 bits) and thread id (low 32)
 //!  16  u64 CLOCK_MONOTONIC time in ns
 //!  24  struct pt_regs (21 u64)
-//! 192  per argument, 32 bytes: 24 value bytes, i32 result of reading them,
+//! 192  per argument up to the last one that reads memory in any site of
+//!      the link, 32 bytes: 24 value bytes, i32 result of reading them,
 //!      i32 result of reading the string or bytes they point at
-//! 576  the strings and byte slices, 264 bytes each
+//!   …  the strings and byte slices, 264 bytes each, as many as a site of
+//!      the link needs
 //! ```
+//!
+//! A link whose sites read no memory writes 192 bytes per hit.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
@@ -56,8 +60,6 @@ pub(crate) const SLOTS_AT: usize = REGS_AT + PT_REGS * 8;
 pub(crate) const SLOT: usize = 32;
 /// The most value bytes read per argument.
 pub(crate) const VALUE_MAX: usize = 24;
-/// Where the strings and byte slices start.
-pub(crate) const DEREF_AT: usize = SLOTS_AT + ARGS * SLOT;
 /// A string's or byte slice's room.
 pub(crate) const DEREF: usize = 264;
 /// How many bytes of a string are read, its NUL included: one more than
@@ -133,9 +135,46 @@ pub(crate) struct SampledSite {
     pub(crate) fetch: [ArgFetch; ARGS],
 }
 
-/// The size of a record with `derefs` string rooms.
-pub(crate) fn record_size(derefs: usize) -> usize {
-    DEREF_AT + derefs * DEREF
+/// The layout of the records of one link: how many argument slots and
+/// string rooms they have.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub(crate) slots: usize,
+    pub(crate) derefs: usize,
+}
+
+impl Layout {
+    /// The layout that `sites` need.
+    fn of(sites: &[SampledSite]) -> Layout {
+        let per_site = sites.iter().map(|s| Layout {
+            slots: s
+                .fetch
+                .iter()
+                .rposition(|f| f.kind != 0)
+                .map_or(0, |i| i + 1),
+            derefs: s
+                .fetch
+                .iter()
+                .filter(|f| f.kind & (FETCH_STRING | FETCH_BYTES) != 0)
+                .map(|f| usize::from(f.deref_slot) + 1)
+                .max()
+                .unwrap_or(0),
+        });
+        per_site.fold(Layout::default(), |a, b| Layout {
+            slots: a.slots.max(b.slots).min(ARGS),
+            derefs: a.derefs.max(b.derefs).min(ARGS),
+        })
+    }
+
+    /// Where the strings and byte slices start.
+    pub(crate) fn deref_at(&self) -> usize {
+        SLOTS_AT + self.slots * SLOT
+    }
+
+    /// The size of a record.
+    pub(crate) fn size(&self) -> usize {
+        self.deref_at() + self.derefs * DEREF
+    }
 }
 
 // Helpers (`enum bpf_func_id`).
@@ -155,13 +194,11 @@ pub(crate) struct Maps {
     pub(crate) descriptors: i32,
 }
 
-/// The sampling program for sites whose cookies start at `first_cookie`
-/// and whose arguments need up to `derefs` string rooms (at most
-/// [`ARGS`]). Registers: r6 the context (`struct pt_regs *`), r7 the
-/// record, r8 the site's descriptor row, r9 the cookie.
-pub(crate) fn sampling_program(maps: &Maps, first_cookie: u64, derefs: usize) -> Vec<Insn> {
-    let derefs = derefs.min(ARGS);
-    let size = record_size(derefs) as i32;
+/// The sampling program for sites whose cookies start at `first_cookie`,
+/// writing records of `layout`. Registers: r6 the context (`struct pt_regs
+/// *`), r7 the record, r8 the site's descriptor row, r9 the cookie.
+pub(crate) fn sampling_program(maps: &Maps, first_cookie: u64, layout: Layout) -> Vec<Insn> {
+    let size = layout.size() as i32;
     let mut a = Asm::default();
     let submit = a.label();
     let reserved = a.label();
@@ -193,18 +230,20 @@ pub(crate) fn sampling_program(maps: &Maps, first_cookie: u64, derefs: usize) ->
             store(Size::DW, R7, REGS_AT as i16 + i * 8, R1),
         ]);
     }
-    // The site's descriptor row: key = cookie - first_cookie.
-    a.push([mov64_reg(R1, R9)]);
-    if first_cookie > 0 {
-        a.push([sub64_imm(R1, first_cookie as i32)]);
-    }
-    a.push([store32(R10, -4, R1), mov64_reg(R2, R10), add64_imm(R2, -4)]);
-    a.push(load_map_fd(R1, maps.descriptors));
-    a.push([call(MAP_LOOKUP_ELEM)]);
-    a.jump_if(R0, Cmp::Eq, 0, submit);
-    a.push([mov64_reg(R8, R0)]);
-    for i in 0..ARGS {
-        fetch_arg(&mut a, i, derefs);
+    if layout.slots > 0 {
+        // The site's descriptor row: key = cookie - first_cookie.
+        a.push([mov64_reg(R1, R9)]);
+        if first_cookie > 0 {
+            a.push([sub64_imm(R1, first_cookie as i32)]);
+        }
+        a.push([store32(R10, -4, R1), mov64_reg(R2, R10), add64_imm(R2, -4)]);
+        a.push(load_map_fd(R1, maps.descriptors));
+        a.push([call(MAP_LOOKUP_ELEM)]);
+        a.jump_if(R0, Cmp::Eq, 0, submit);
+        a.push([mov64_reg(R8, R0)]);
+        for i in 0..layout.slots {
+            fetch_arg(&mut a, i, layout);
+        }
     }
     a.bind(submit);
     a.push([mov64_reg(R1, R7), mov64_imm(R2, 0), call(RINGBUF_SUBMIT)]);
@@ -215,7 +254,8 @@ pub(crate) fn sampling_program(maps: &Maps, first_cookie: u64, derefs: usize) ->
 
 /// The code for argument `i`: its address from the copied registers, its
 /// value, then the string or bytes it points at.
-fn fetch_arg(a: &mut Asm, i: usize, derefs: usize) {
+fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
+    let derefs = layout.derefs;
     let desc = (i * 32) as i16;
     let slot = (SLOTS_AT + i * SLOT) as i16;
     let next = a.label();
@@ -275,7 +315,7 @@ fn fetch_arg(a: &mut Asm, i: usize, derefs: usize) {
             mov64_imm(R2, DEREF as i32),
             mul64_reg(R4, R2),
             mov64_reg(R1, R7),
-            add64_imm(R1, DEREF_AT as i32),
+            add64_imm(R1, layout.deref_at() as i32),
             add64_reg(R1, R4),
             load(Size::B, R4, R8, desc),
             and64_imm(R4, FETCH_STRING.into()),
@@ -351,22 +391,17 @@ impl BpfSampling {
     /// Attaches `sites` of the file at `path` with one link, sampling the
     /// hits of `target` (every thread of a process, or every process).
     /// The sites' cookies must be consecutive from the first one's.
+    /// Returns the layout of their records.
     pub(crate) fn attach(
         &mut self,
         path: &Path,
         sites: &[SampledSite],
         target: Target,
-    ) -> Result<(), BpfError> {
+    ) -> Result<Layout, BpfError> {
         let Some(first) = sites.first() else {
-            return Ok(());
+            return Ok(Layout::default());
         };
-        let derefs = sites
-            .iter()
-            .flat_map(|s| s.fetch.iter())
-            .filter(|f| f.kind & (FETCH_STRING | FETCH_BYTES) != 0)
-            .map(|f| usize::from(f.deref_slot) + 1)
-            .max()
-            .unwrap_or(0);
+        let layout = Layout::of(sites);
         let descriptors = self.descriptors(sites)?;
         let maps = Maps {
             ring: self.ring_map.as_raw_fd(),
@@ -374,7 +409,7 @@ impl BpfSampling {
             descriptors: descriptors.as_raw_fd(),
         };
         let prog = load_program(
-            &sampling_program(&maps, first.cookie, derefs),
+            &sampling_program(&maps, first.cookie, layout),
             "usdt_sample",
         )?;
         let c_path = path_cstring(path).map_err(|_| BpfError::NulInPath { path: path.into() })?;
@@ -408,7 +443,7 @@ impl BpfSampling {
             _prog: prog,
             _descriptors: descriptors,
         });
-        Ok(())
+        Ok(layout)
     }
 
     /// The descriptor array of `sites`, one row per site in cookie order.
@@ -488,8 +523,13 @@ mod tests {
     #[test]
     fn the_record_layout_adds_up() {
         assert_eq!(SLOTS_AT, 192);
-        assert_eq!(DEREF_AT, 576);
-        assert_eq!(record_size(2), 576 + 528);
+        let all = Layout {
+            slots: ARGS,
+            derefs: 2,
+        };
+        assert_eq!(all.deref_at(), 576);
+        assert_eq!(all.size(), 576 + 528);
+        assert_eq!(Layout::default().size(), 192);
         const { assert!(STRING_READ as usize <= DEREF) };
         const { assert!(crate::sample::BYTES_FETCH <= DEREF) };
         assert_eq!(ArgFetch::default().bytes()[2], NO_REG);
@@ -502,8 +542,8 @@ mod tests {
             lost: 4,
             descriptors: 5,
         };
-        for derefs in [0, 1, ARGS] {
-            let p = sampling_program(&maps, 7, derefs);
+        for (slots, derefs) in [(0, 0), (3, 0), (1, 1), (ARGS, ARGS)] {
+            let p = sampling_program(&maps, 7, Layout { slots, derefs });
             assert_eq!(p.last(), Some(&exit()));
             assert!(p.len() < 4096, "{} instructions", p.len());
         }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::plan::{perf_reg, FetchPlan, Plan, PERF_REG_IP, PERF_REG_SP};
 use super::{Hit, Value, BYTES_FETCH, STRING_MAX};
 use crate::bpf::sampling::{
-    DEREF, DEREF_AT, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, PT_REGS, SLOT, SLOTS_AT, VALUE_MAX,
+    DEREF, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, PT_REGS, SLOT, SLOTS_AT, VALUE_MAX,
 };
 use crate::elf::arg::{Arg, Operand, Reg, RegWidth};
 use crate::tracefs::data_loc_string;
@@ -389,7 +389,11 @@ pub(super) fn decode_bpf_record(plans: &[Plan], record: &[u8]) -> Option<Hit> {
 /// read (a page not present: BPF programs do not fault pages in) is read
 /// from the process now.
 fn decode_bpf_arg(plan: &Plan, cx: &Context<'_>, record: &[u8], i: usize) -> Value {
-    let Some(f) = plan.bpf_fetch.get(i).filter(|f| f.kind != 0) else {
+    let Some(f) = plan
+        .bpf_fetch
+        .get(i)
+        .filter(|f| f.kind != 0 && i < plan.bpf_layout.slots)
+    else {
         return decode_arg(plan, cx, i);
     };
     let Some(slot) = record.get(SLOTS_AT + i * SLOT..SLOTS_AT + (i + 1) * SLOT) else {
@@ -415,7 +419,7 @@ fn decode_bpf_arg(plan: &Plan, cx: &Context<'_>, record: &[u8], i: usize) -> Val
     let Value::Int(ptr) = value else {
         return value;
     };
-    let room_at = DEREF_AT + usize::from(f.deref_slot) * DEREF;
+    let room_at = plan.bpf_layout.deref_at() + usize::from(f.deref_slot) * DEREF;
     let read = rc(VALUE_MAX + 4);
     if f.kind & FETCH_STRING != 0 {
         // The length read, its NUL included.

@@ -408,7 +408,11 @@ impl Sampler {
             self.bpf = Some(BpfSampling::new(bytes)?);
         }
         if let Some(bpf) = &mut self.bpf {
-            bpf.attach(path, &sampled, target)?;
+            let layout = bpf.attach(path, &sampled, target)?;
+            let first = sampled[0].cookie as usize;
+            for plan in &mut self.plans[first..] {
+                plan.bpf_layout = layout;
+            }
         }
         Ok(())
     }

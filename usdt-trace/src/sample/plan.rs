@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::bpf::sampling::{
-    ArgFetch, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, NO_REG, VALUE_MAX,
+    ArgFetch, Layout, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, NO_REG, VALUE_MAX,
 };
 use crate::elf::arg::{Arg, Operand, Reg, Reg64};
 use crate::elf::note::Site;
@@ -44,6 +44,8 @@ pub(super) struct Plan {
     /// What the BPF sampling program reads per argument (empty with perf
     /// events).
     pub(super) bpf_fetch: Vec<ArgFetch>,
+    /// The layout of the BPF records of this site's link.
+    pub(super) bpf_layout: Layout,
 }
 
 /// The fields of a fetch event's raw record, per argument.
@@ -90,6 +92,7 @@ impl Plan {
             fetch: None,
             attach_addr: site.location,
             bpf_fetch: vec![],
+            bpf_layout: Layout::default(),
         })
     }
 
