@@ -1,6 +1,7 @@
-//! What `usdt count` counts with: one BPF uprobe_multi link per file (every
-//! thread of a process, or every process running a file), or, where the
-//! kernel lacks those links or when asked, one perf event per site.
+//! What `usdt count` counts and `usdt trace` samples with: one BPF
+//! uprobe_multi link per file (every thread of a process, or every process
+//! running a file), or, where the kernel lacks those links or when asked,
+//! perf events per site.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -23,8 +24,8 @@ pub(crate) enum Engine {
     Auto,
     /// BPF uprobe_multi links, or an error
     Bpf,
-    /// One perf event per site (per CPU for every process): counts only the
-    /// thread whose id is the process id
+    /// Perf events per site (per CPU for every process): count sees only the
+    /// thread whose id is the process id, trace each thread once found
     Perf,
 }
 
