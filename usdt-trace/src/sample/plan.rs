@@ -60,6 +60,12 @@ impl Plan {
                     base.iter().chain([index]).map(|r| r.reg).collect()
                 }
                 Operand::Symbol { .. } => vec![Reg64::Rip],
+                Operand::SymbolIndexed { base, index, .. } => base
+                    .iter()
+                    .chain(index)
+                    .map(|r| r.reg)
+                    .chain([Reg64::Rip])
+                    .collect(),
                 Operand::Immediate(_) | Operand::Unreadable { .. } => continue,
             };
             memory |= !matches!(arg.operand, Operand::Register(_));
