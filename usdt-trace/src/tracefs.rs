@@ -95,7 +95,9 @@ fn fetch(operand: &Operand, attach: (u64, u64)) -> Option<Option<String>> {
             };
             format!("@+{offset:#x}")
         }
-        Operand::Symbol { addr: None, .. } | Operand::Indexed { .. } => return None,
+        Operand::Symbol { addr: None, .. }
+        | Operand::Indexed { .. }
+        | Operand::SymbolIndexed { .. } => return None,
         Operand::Immediate(_) | Operand::Unreadable { .. } => return Some(None),
     }))
 }

@@ -17,7 +17,9 @@ fuzz_target!(|text: &str| {
                 Operand::Unreadable { text, reason } => {
                     assert!(!text.is_empty() && !reason.is_empty());
                 }
-                Operand::Symbol { addr, .. } => assert!(addr.is_none()),
+                Operand::Symbol { addr, .. } | Operand::SymbolIndexed { addr, .. } => {
+                    assert!(addr.is_none())
+                }
                 _ => {}
             }
             assert!(ARG_SIZES.contains(&arg.size) || arg.unreadable().is_some());

@@ -33,7 +33,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(site.location_offset.is_none_or(|o| o < elf.len() as u64));
             // A symbol is resolved or says why it cannot be.
             for arg in &site.args {
-                assert!(!matches!(arg.operand, Operand::Symbol { addr: None, .. }));
+                assert!(!matches!(
+                    arg.operand,
+                    Operand::Symbol { addr: None, .. } | Operand::SymbolIndexed { addr: None, .. }
+                ));
             }
         }
         for skipped in probes.skipped {

@@ -6,9 +6,11 @@
 //! `8f@` double: Debian's sys/sdt.h writes these), and an operand without
 //! `SIZE@` (hand-written assembly) is 8 bytes. Sizes 16 and 24 are structs
 //! and `__int128` passed by value. x86-64 operands are AT&T syntax: `%reg`,
-//! `$imm`, `disp(%reg)`, `disp(base,index,scale)` and symbols addressed
-//! relative to `%rip` (`sym(%rip)`, `4+sym(%rip)`, `.LCPI0_0(%rip)`), with
-//! displacements that may be sums (`-12+4(%rbp)`); aarch64 operands are
+//! `$imm`, `disp(%reg)`, `disp(base,index,scale)`, symbols addressed
+//! relative to `%rip` (`sym(%rip)`, `4+sym(%rip)`, `.LCPI0_0(%rip)`) and
+//! symbols plus registers (`nums(%rax,%rax)`: GCC's absolute addressing in
+//! position-dependent executables), with displacements that may be sums
+//! (`-12+4(%rbp)`); aarch64 operands are
 //! `xN`/`wN`/`sp`, `[reg]`, `[reg, disp]` and bare immediates.
 //!
 //! One argument this reader cannot read does not fail the note: it becomes
@@ -90,6 +92,25 @@ pub enum Operand {
         /// found the symbol in the file's symbol tables (`None` as parsed).
         addr: Option<u64>,
     },
+    /// The value is in memory at a symbol plus an offset plus registers,
+    /// addressed absolutely: `nums(%rax,%rax)`, `arr(,%rdx,4)`,
+    /// `t1+4(%rbx)`, which GCC writes in position-dependent executables
+    /// (`-no-pie`).
+    SymbolIndexed {
+        /// The symbol's name.
+        name: String,
+        /// The offset added to the symbol's address.
+        offset: i64,
+        /// The link-time address of `name + offset`, once the note reader
+        /// found the symbol in the file's symbol tables (`None` as parsed).
+        addr: Option<u64>,
+        /// The base register, if any (`arr(,%rdx,4)` has none).
+        base: Option<Reg>,
+        /// The index register, if any (`t1+4(%rbx)` has none).
+        index: Option<Reg>,
+        /// 1, 2, 4 or 8 (1 without an index).
+        scale: u8,
+    },
     /// The value is a constant.
     Immediate(i64),
     /// The value cannot be read: the argument's text and why.
@@ -129,6 +150,23 @@ impl fmt::Display for Operand {
                 name, offset: 0, ..
             } => write!(f, "{name}(%rip)"),
             Operand::Symbol { name, offset, .. } => write!(f, "{offset}+{name}(%rip)"),
+            Operand::SymbolIndexed {
+                name,
+                offset,
+                base,
+                index,
+                scale,
+                ..
+            } => {
+                if *offset != 0 {
+                    write!(f, "{offset}+")?;
+                }
+                let base = base.map(|b| b.to_string()).unwrap_or_default();
+                match index {
+                    Some(index) => write!(f, "{name}({base},{index},{scale})"),
+                    None => write!(f, "{name}({base})"),
+                }
+            }
             // An immediate does not name its instruction set; `$` is x86's form.
             Operand::Immediate(n) => write!(f, "${n}"),
             Operand::Unreadable { text, .. } => f.write_str(text),
@@ -301,21 +339,10 @@ fn parse_x86_operand(text: &str) -> Result<Operand, String> {
     };
     let (symbol, disp) = parse_disp(disp)?;
     let parts: Vec<&str> = inner.map_or(vec![], |i| i.split(',').collect());
-    match (symbol, parts.as_slice()) {
-        (Some(name), [] | ["%rip"]) => Ok(Operand::Symbol {
-            name: name.into(),
-            offset: disp,
-            addr: None,
-        }),
-        (Some(_), _) => Err(format!(
-            "`{text}` is relative to a symbol and to a register other than %rip"
-        )),
-        (None, []) => Err(format!("`{text}` is an absolute address, not read")),
-        (None, [base]) => Ok(Operand::Memory {
-            base: x86_reg(base)?,
-            disp,
-        }),
-        (None, [base, index] | [base, index, _]) => {
+    let (base, index, scale) = match parts.as_slice() {
+        [] => (None, None, 1),
+        [base] => (Some(x86_reg(base)?), None, 1),
+        [base, index] | [base, index, _] => {
             let scale = match parts.get(2) {
                 Some(s) => s
                     .parse::<u8>()
@@ -332,15 +359,42 @@ fn parse_x86_operand(text: &str) -> Result<Operand, String> {
             if matches!(index.reg, Reg64::Rsp | Reg64::Rip) {
                 return Err(format!("`{text}` uses {index} as an index"));
             }
-            Ok(Operand::Indexed {
-                base,
-                index,
-                scale,
-                disp,
-            })
+            (base, Some(index), scale)
         }
-        (None, _) => Err(format!("`{text}` has more than three registers")),
-    }
+        _ => return Err(format!("`{text}` has more than three registers")),
+    };
+    let rip = base.is_some_and(|b| b.reg == Reg64::Rip);
+    Ok(match (symbol, base, index) {
+        (Some(name), None, None) => Operand::Symbol {
+            name: name.into(),
+            offset: disp,
+            addr: None,
+        },
+        (Some(name), Some(_), None) if rip => Operand::Symbol {
+            name: name.into(),
+            offset: disp,
+            addr: None,
+        },
+        (Some(_), _, _) if rip => {
+            return Err(format!("`{text}` is relative to %rip and to an index"))
+        }
+        (Some(name), base, index) => Operand::SymbolIndexed {
+            name: name.into(),
+            offset: disp,
+            addr: None,
+            base,
+            index,
+            scale,
+        },
+        (None, None, None) => return Err(format!("`{text}` is an absolute address, not read")),
+        (None, Some(base), None) => Operand::Memory { base, disp },
+        (None, base, Some(index)) => Operand::Indexed {
+            base,
+            index,
+            scale,
+            disp,
+        },
+    })
 }
 
 /// A `%reg` name.
@@ -608,6 +662,61 @@ mod tests {
     }
 
     #[test]
+    fn symbols_plus_registers() {
+        // gcc -O2 -no-pie writes `nums(%rax,%rax)` for `nums[i]` of shorts.
+        let args =
+            x86("-2@nums(%rax,%rax) 4@arr(,%rdx,4) -1@t1+4(%rbx) 8@8+tab(%rsi,%rdi,8) 8@s(%rip)");
+        assert_eq!(
+            args[0].operand,
+            Operand::SymbolIndexed {
+                name: "nums".into(),
+                offset: 0,
+                addr: None,
+                base: Some(reg(Reg64::Rax)),
+                index: Some(reg(Reg64::Rax)),
+                scale: 1,
+            }
+        );
+        assert_eq!(
+            args[1].operand,
+            Operand::SymbolIndexed {
+                name: "arr".into(),
+                offset: 0,
+                addr: None,
+                base: None,
+                index: Some(reg(Reg64::Rdx)),
+                scale: 4,
+            }
+        );
+        assert_eq!(
+            args[2].operand,
+            Operand::SymbolIndexed {
+                name: "t1".into(),
+                offset: 4,
+                addr: None,
+                base: Some(reg(Reg64::Rbx)),
+                index: None,
+                scale: 1,
+            }
+        );
+        let printed: Vec<String> = args.iter().map(Arg::to_string).collect();
+        assert_eq!(
+            printed,
+            [
+                "-2@nums(%rax,%rax,1)",
+                "4@arr(,%rdx,4)",
+                "-1@4+t1(%rbx)",
+                "8@8+tab(%rsi,%rdi,8)",
+                "8@s(%rip)"
+            ]
+        );
+        for arg in &args {
+            assert_eq!(x86(&arg.to_string()), std::slice::from_ref(arg));
+        }
+        assert!(matches!(args[4].operand, Operand::Symbol { .. }));
+    }
+
+    #[test]
     fn bare_operands_are_eight_bytes() {
         let args = x86("%rax -8(%rbp) $5 %eax");
         assert!(args
@@ -638,8 +747,8 @@ mod tests {
             ),
             ("8@$--1", "immediate `$--1` is not an integer"),
             (
-                "8@x31(%rax)",
-                "`x31(%rax)` is relative to a symbol and to a register other than %rip",
+                "8@x31(%rip,%rax)",
+                "`x31(%rip,%rax)` is relative to %rip and to an index",
             ),
             (
                 "8@sym@GOTPCREL(%rip)",

@@ -340,10 +340,10 @@ fn read_probes_from<'d, R: ReadRef<'d>>(data: R) -> Result<ElfProbes, Error> {
     Ok(probes)
 }
 
-/// Gives each `sym(%rip)` operand its symbol's address from the file's
-/// `.symtab` and `.dynsym`; one whose symbol is missing (a local label the
-/// assembler left out, a stripped file) or defined more than once becomes
-/// unreadable, with the reason.
+/// Gives each `sym(%rip)` and `sym(%reg,...)` operand its symbol's address
+/// from the file's `.symtab` and `.dynsym`; one whose symbol is missing (a
+/// local label the assembler left out, a stripped file) or defined more than
+/// once becomes unreadable, with the reason.
 fn resolve_symbols<'d, R: ReadRef<'d>>(
     sites: &mut [Site],
     sections: &SectionTable<'d, Header, R>,
@@ -355,6 +355,9 @@ fn resolve_symbols<'d, R: ReadRef<'d>>(
         .flat_map(|s| &s.args)
         .filter_map(|a| match &a.operand {
             Operand::Symbol {
+                name, addr: None, ..
+            }
+            | Operand::SymbolIndexed {
                 name, addr: None, ..
             } => Some(name.clone()),
             _ => None,
@@ -384,7 +387,11 @@ fn resolve_symbols<'d, R: ReadRef<'d>>(
         }
     }
     for arg in sites.iter_mut().flat_map(|s| &mut s.args) {
-        let Operand::Symbol { name, offset, addr } = &mut arg.operand else {
+        let (Operand::Symbol { name, offset, addr }
+        | Operand::SymbolIndexed {
+            name, offset, addr, ..
+        }) = &mut arg.operand
+        else {
             continue;
         };
         let reason = match found.get(name.as_str()) {

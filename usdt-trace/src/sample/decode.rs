@@ -167,13 +167,18 @@ pub(super) fn decode_arg(plan: &Plan, cx: &Context<'_>, i: usize) -> Value {
             .map_or(0, reg)
             .wrapping_add(reg(index).wrapping_mul((*scale).into()))
             .wrapping_add(*disp as u64),
-        Operand::Symbol { addr: Some(a), .. } => {
-            let bias = plan
-                .reg(cx.regs, PERF_REG_IP)
-                .wrapping_sub(plan.attach_addr);
-            a.wrapping_add(bias)
-        }
-        Operand::Symbol { name, .. } => {
+        Operand::Symbol { addr: Some(a), .. } => a.wrapping_add(load_bias(plan, cx)),
+        Operand::SymbolIndexed {
+            addr: Some(a),
+            base,
+            index,
+            scale,
+            ..
+        } => a
+            .wrapping_add(load_bias(plan, cx))
+            .wrapping_add(base.as_ref().map_or(0, reg))
+            .wrapping_add(index.as_ref().map_or(0, reg).wrapping_mul((*scale).into())),
+        Operand::Symbol { name, .. } | Operand::SymbolIndexed { name, .. } => {
             return Value::Unavailable(format!("symbol `{name}` was not looked up"))
         }
     };
@@ -181,6 +186,14 @@ pub(super) fn decode_arg(plan: &Plan, cx: &Context<'_>, i: usize) -> Value {
         Some(bytes) => finish(plan, cx, i, &bytes),
         None => Value::Unreadable(addr),
     }
+}
+
+/// How far the file is loaded from its link-time addresses: the sampled
+/// instruction pointer (the uprobe's address in the process) minus the
+/// uprobe's link-time address.
+fn load_bias(plan: &Plan, cx: &Context<'_>) -> u64 {
+    plan.reg(cx.regs, PERF_REG_IP)
+        .wrapping_sub(plan.attach_addr)
 }
 
 /// The value of argument `i` from its bytes, or the string it points at.

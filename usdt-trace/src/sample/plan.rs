@@ -68,6 +68,12 @@ impl Plan {
                     base.iter().chain([index]).map(|r| r.reg).collect()
                 }
                 Operand::Symbol { .. } => vec![Reg64::Rip],
+                Operand::SymbolIndexed { base, index, .. } => base
+                    .iter()
+                    .chain(index)
+                    .map(|r| r.reg)
+                    .chain([Reg64::Rip])
+                    .collect(),
                 Operand::Immediate(_) | Operand::Unreadable { .. } => continue,
             };
             memory |= !matches!(arg.operand, Operand::Register(_));
@@ -112,6 +118,7 @@ impl Plan {
         let mut out = [ArgFetch::default(); ARGS];
         let mut rooms = 0u8;
         let pt = |r: &Reg| perf_reg(r.reg).and_then(crate::arch::x86_64::pt_regs_index);
+        let ip = perf_reg(Reg64::Rip).and_then(crate::arch::x86_64::pt_regs_index);
         for (i, (arg, f)) in self.args.iter().zip(out.iter_mut()).enumerate() {
             let (value, base, index, scale, disp) = match &arg.operand {
                 Operand::Register(r) => (false, pt(r), None, 0, 0),
@@ -123,8 +130,25 @@ impl Plan {
                     disp,
                 } => (true, base.as_ref().and_then(pt), pt(index), *scale, *disp),
                 Operand::Symbol { addr: Some(a), .. } => {
-                    let ip = perf_reg(Reg64::Rip).and_then(crate::arch::x86_64::pt_regs_index);
                     (true, ip, None, 0, a.wrapping_sub(self.attach_addr) as i64)
+                }
+                // The load bias is the instruction pointer minus the
+                // uprobe's link-time address: added through a free register
+                // slot; with both taken (gcc -fno-pie writes these, where the
+                // bias is 0), the symbol's address alone.
+                Operand::SymbolIndexed {
+                    addr: Some(a),
+                    base,
+                    index,
+                    scale,
+                    ..
+                } => {
+                    let biased = a.wrapping_sub(self.attach_addr) as i64;
+                    match (base, index) {
+                        (None, index) => (true, ip, index.as_ref().and_then(pt), *scale, biased),
+                        (Some(b), None) => (true, pt(b), ip, 1, biased),
+                        (Some(b), Some(i)) => (true, pt(b), pt(i), *scale, *a as i64),
+                    }
                 }
                 _ => continue,
             };
