@@ -1,7 +1,7 @@
 //! [`MultiCounter`]: a per-CPU array of counters, the program that fills it,
 //! and one uprobe_multi link per attached file.
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use super::program::{create_counter_map, load_count_program};
@@ -110,45 +110,17 @@ impl MultiCounter {
         if sites.is_empty() {
             return Ok(());
         }
-        if sites.len() > MAX_SITES_PER_LINK {
-            return Err(BpfError::TooManySites {
-                path: path.into(),
-                sites: sites.len(),
-                max: MAX_SITES_PER_LINK,
-            });
-        }
         if let Some(s) = sites.iter().find(|s| s.slot >= self.slots) {
             return Err(BpfError::SlotOutOfRange {
                 slot: s.slot,
                 slots: self.slots,
             });
         }
-        let c_path = path_cstring(path).map_err(|_| BpfError::NulInPath { path: path.into() })?;
-        let offsets: Vec<u64> = sites.iter().map(|s| s.offset).collect();
-        let ref_ctrs: Vec<u64> = sites
+        let triples: Vec<(u64, u64, u64)> = sites
             .iter()
-            .map(|s| s.ref_ctr_offset.unwrap_or(0))
+            .map(|s| (s.offset, s.ref_ctr_offset.unwrap_or(0), u64::from(s.slot)))
             .collect();
-        let cookies: Vec<u64> = sites.iter().map(|s| u64::from(s.slot)).collect();
-        let pid = match target {
-            Target::Pid(pid) => pid,
-            Target::AllProcesses => 0,
-        };
-        let mut attr = LinkCreateAttr {
-            prog_fd: self.prog.as_raw_fd() as u32,
-            attach_type: BPF_TRACE_UPROBE_MULTI,
-            path: c_path.as_ptr() as u64,
-            offsets: offsets.as_ptr() as u64,
-            ref_ctr_offsets: ref_ctrs.as_ptr() as u64,
-            cookies: cookies.as_ptr() as u64,
-            cnt: sites.len() as u32,
-            pid,
-            ..LinkCreateAttr::default()
-        };
-        // SAFETY: the path and the three arrays of `cnt` values live until
-        // the call returns; the kernel copies them.
-        let fd = unsafe { bpf_fd(BPF_LINK_CREATE, &mut attr) }
-            .map_err(|e| link_error(e, path, sites.len(), pid))?;
+        let fd = link_sites(self.prog.as_fd(), path, &triples, target)?;
         self.links.push(Link {
             _fd: fd,
             path: path.into(),
@@ -192,23 +164,72 @@ impl MultiCounter {
             });
         }
         assert_eq!(values.len(), self.cpus);
-        let key = slot;
-        let mut attr = MapElemAttr {
-            map_fd: self.map.as_raw_fd() as u32,
-            key: &key as *const u32 as u64,
-            value: values.as_mut_ptr() as u64,
-            ..MapElemAttr::default()
-        };
-        // SAFETY: the key is 4 bytes; the value buffer holds 8 bytes per
-        // possible CPU, which is what a per-CPU array of u64 writes.
-        unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }
-            .map_err(|e| BpfError::from_os("reading a counter", e))?;
-        Ok(())
+        per_cpu_values(self.map.as_fd(), slot, values, "reading a counter")
     }
 }
 
+/// Attaches `prog` with one uprobe_multi link to sites of the file at
+/// `path`, each given as its file offset, its semaphore's file offset (0:
+/// none) and its cookie, for `target`.
+pub(super) fn link_sites(
+    prog: BorrowedFd<'_>,
+    path: &Path,
+    sites: &[(u64, u64, u64)],
+    target: Target,
+) -> Result<OwnedFd, BpfError> {
+    if sites.len() > MAX_SITES_PER_LINK {
+        return Err(BpfError::TooManySites {
+            path: path.into(),
+            sites: sites.len(),
+            max: MAX_SITES_PER_LINK,
+        });
+    }
+    let c_path = path_cstring(path).map_err(|_| BpfError::NulInPath { path: path.into() })?;
+    let offsets: Vec<u64> = sites.iter().map(|s| s.0).collect();
+    let ref_ctrs: Vec<u64> = sites.iter().map(|s| s.1).collect();
+    let cookies: Vec<u64> = sites.iter().map(|s| s.2).collect();
+    let pid = match target {
+        Target::Pid(pid) => pid,
+        Target::AllProcesses => 0,
+    };
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        attach_type: BPF_TRACE_UPROBE_MULTI,
+        path: c_path.as_ptr() as u64,
+        offsets: offsets.as_ptr() as u64,
+        ref_ctr_offsets: ref_ctrs.as_ptr() as u64,
+        cookies: cookies.as_ptr() as u64,
+        cnt: sites.len() as u32,
+        pid,
+        ..LinkCreateAttr::default()
+    };
+    // SAFETY: the path and the three arrays of `cnt` values live until the
+    // call returns; the kernel copies them.
+    unsafe { bpf_fd(BPF_LINK_CREATE, &mut attr) }.map_err(|e| link_error(e, path, sites.len(), pid))
+}
+
+/// Reads the per-CPU values of `key` in the per-CPU array `map` of u64 into
+/// `values` (one per possible CPU).
+pub(super) fn per_cpu_values(
+    map: BorrowedFd<'_>,
+    key: u32,
+    values: &mut [u64],
+    what: &str,
+) -> Result<(), BpfError> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: &key as *const u32 as u64,
+        value: values.as_mut_ptr() as u64,
+        ..MapElemAttr::default()
+    };
+    // SAFETY: the key is 4 bytes; the value buffer holds 8 bytes per
+    // possible CPU, which is what a per-CPU array of u64 writes.
+    unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }.map_err(|e| BpfError::from_os(what, e))?;
+    Ok(())
+}
+
 /// The error for a failed `BPF_LINK_CREATE`.
-pub(super) fn link_error(e: std::io::Error, path: &Path, sites: usize, pid: u32) -> BpfError {
+fn link_error(e: std::io::Error, path: &Path, sites: usize, pid: u32) -> BpfError {
     match e.raw_os_error() {
         Some(libc::ESRCH) => BpfError::NoProcess(pid),
         Some(libc::ENOENT | libc::EACCES | libc::ENOTDIR | libc::EBADF) => BpfError::File {

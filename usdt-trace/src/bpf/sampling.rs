@@ -35,16 +35,14 @@ use super::asm::{
     mov64_imm, mov64_reg, mul64_reg, store, store32, sub64_imm, Asm, Cmp, Insn, Size, R0, R1, R10,
     R2, R3, R4, R6, R7, R8, R9,
 };
-use super::counter::link_error;
+use super::counter::{link_sites, per_cpu_values};
 use super::program::{create_counter_map, load_program};
 use super::ringbuf::RingBuf;
-use super::sys::{bpf, bpf_fd, possible_cpus, LinkCreateAttr, MapCreateAttr, MapElemAttr};
+use super::sys::{bpf, bpf_fd, possible_cpus, MapCreateAttr, MapElemAttr};
 use super::sys::{
-    object_name, BPF_LINK_CREATE, BPF_MAP_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_MAP_TYPE_ARRAY,
-    BPF_MAP_TYPE_RINGBUF, BPF_MAP_UPDATE_ELEM, BPF_TRACE_UPROBE_MULTI,
+    object_name, BPF_MAP_CREATE, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_RINGBUF, BPF_MAP_UPDATE_ELEM,
 };
 use super::BpfError;
-use crate::attach::path_cstring;
 use crate::Target;
 
 /// The arguments a record has room for (a note may have more: those past
@@ -412,32 +410,11 @@ impl BpfSampling {
             &sampling_program(&maps, first.cookie, layout),
             "usdt_sample",
         )?;
-        let c_path = path_cstring(path).map_err(|_| BpfError::NulInPath { path: path.into() })?;
-        let offsets: Vec<u64> = sites.iter().map(|s| s.offset).collect();
-        let ref_ctrs: Vec<u64> = sites
+        let triples: Vec<(u64, u64, u64)> = sites
             .iter()
-            .map(|s| s.ref_ctr_offset.unwrap_or(0))
+            .map(|s| (s.offset, s.ref_ctr_offset.unwrap_or(0), s.cookie))
             .collect();
-        let cookies: Vec<u64> = sites.iter().map(|s| s.cookie).collect();
-        let pid = match target {
-            Target::Pid(pid) => pid,
-            Target::AllProcesses => 0,
-        };
-        let mut attr = LinkCreateAttr {
-            prog_fd: prog.as_raw_fd() as u32,
-            attach_type: BPF_TRACE_UPROBE_MULTI,
-            path: c_path.as_ptr() as u64,
-            offsets: offsets.as_ptr() as u64,
-            ref_ctr_offsets: ref_ctrs.as_ptr() as u64,
-            cookies: cookies.as_ptr() as u64,
-            cnt: sites.len() as u32,
-            pid,
-            ..LinkCreateAttr::default()
-        };
-        // SAFETY: the path and the three arrays of `cnt` values live until
-        // the call returns; the kernel copies them.
-        let link = unsafe { bpf_fd(BPF_LINK_CREATE, &mut attr) }
-            .map_err(|e| link_error(e, path, sites.len(), pid))?;
+        let link = link_sites(prog.as_fd(), path, &triples, target)?;
         self.links.push(Link {
             _link: link,
             _prog: prog,
@@ -500,17 +477,8 @@ impl BpfSampling {
     /// Hits not sampled because the ring was full.
     pub(crate) fn lost(&self) -> u64 {
         let mut values = vec![0u64; self.cpus];
-        let key = 0u32;
-        let mut attr = MapElemAttr {
-            map_fd: self.lost.as_raw_fd() as u32,
-            key: &key as *const u32 as u64,
-            value: values.as_mut_ptr() as u64,
-            ..MapElemAttr::default()
-        };
-        // SAFETY: the key is 4 bytes; the buffer holds 8 bytes per
-        // possible CPU, which a per-CPU array of u64 writes.
-        match unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) } {
-            Ok(_) => values.iter().fold(0, |s, v| s.wrapping_add(*v)),
+        match per_cpu_values(self.lost.as_fd(), 0, &mut values, "reading the lost hits") {
+            Ok(()) => values.iter().fold(0, |s, v| s.wrapping_add(*v)),
             Err(_) => 0,
         }
     }

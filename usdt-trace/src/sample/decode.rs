@@ -313,14 +313,7 @@ pub(super) fn decode_sample(
         let args = (0..plan.args.len())
             .map(|i| decode_fetched_arg(plan, fetch, data, pid, i))
             .collect();
-        return Some(Hit {
-            time_ns,
-            pid,
-            tid,
-            provider: plan.provider.clone(),
-            name: plan.name.clone(),
-            args,
-        });
+        return Some(plan.hit(time_ns, pid, tid, args));
     }
     let abi = f.u64()?;
     let mut regs = [0u64; 64];
@@ -351,14 +344,7 @@ pub(super) fn decode_sample(
     let args = (0..plan.args.len())
         .map(|i| decode_arg(plan, &cx, i))
         .collect();
-    Some(Hit {
-        time_ns,
-        pid,
-        tid,
-        provider: plan.provider.clone(),
-        name: plan.name.clone(),
-        args,
-    })
+    Some(plan.hit(time_ns, pid, tid, args))
 }
 
 /// Decodes one record of the BPF sampling program (see
@@ -388,14 +374,7 @@ pub(super) fn decode_bpf_record(plans: &[Plan], record: &[u8]) -> Option<Hit> {
     let args = (0..plan.args.len())
         .map(|i| decode_bpf_arg(plan, &cx, record, i))
         .collect();
-    Some(Hit {
-        time_ns,
-        pid,
-        tid,
-        provider: plan.provider.clone(),
-        name: plan.name.clone(),
-        args,
-    })
+    Some(plan.hit(time_ns, pid, tid, args))
 }
 
 /// Argument `i` from what the program read at the hit; what it could not

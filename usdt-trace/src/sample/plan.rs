@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::{Hit, Value};
 use crate::bpf::sampling::{
     ArgFetch, Layout, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, NO_REG, VALUE_MAX,
 };
@@ -173,6 +174,18 @@ impl Plan {
             f.disp = disp;
         }
         out
+    }
+
+    /// A hit of this plan's probe.
+    pub(super) fn hit(&self, time_ns: u64, pid: u32, tid: u32, args: Vec<Value>) -> Hit {
+        Hit {
+            time_ns,
+            pid,
+            tid,
+            provider: self.provider.clone(),
+            name: self.name.clone(),
+            args,
+        }
     }
 
     /// The sampled value of perf register `n`.
