@@ -370,12 +370,13 @@ impl Sampler {
                 .wrapping_sub(site.location_offset.unwrap_or(0));
             plan.attach_addr = site.location.wrapping_add(from_location);
             if self.use_bpf {
-                plan.bpf_fetch = plan.fetches().to_vec();
+                let fetch = plan.fetches();
+                plan.bpf_fetch = fetch.to_vec();
                 sampled.push(SampledSite {
                     offset: uprobe.offset,
                     ref_ctr_offset: uprobe.ref_ctr_offset,
                     cookie: self.plans.len() as u64,
-                    fetch: plan.fetches(),
+                    fetch,
                 });
                 self.plans.push(plan);
                 continue;
