@@ -53,51 +53,47 @@ impl Engine {
         }
     }
 
-    /// Whether to sample with BPF (`usdt trace`) for `target`; says in one
-    /// line why not when falling back.
-    pub(crate) fn samples_with_bpf(self, target: Target) -> bool {
-        match self {
-            Engine::Bpf => true,
-            Engine::Perf => false,
-            Engine::Auto => {
-                let support = uprobe_multi_support();
-                let fits = support == UprobeMulti::Process
-                    && cfg!(target_arch = "x86_64")
-                    && matches!(target, Target::Pid(_));
-                if !fits && !matches!(support, UprobeMulti::Unknown(_)) {
-                    eprintln!(
-                        "usdt: BPF uprobe_multi links: {support}; sampling with one perf event per site and thread (threads are found as they appear)"
-                    );
-                }
-                fits
-            }
-        }
+    /// Whether to sample with BPF (`usdt trace`, which traces one process);
+    /// says in one line why not when falling back.
+    pub(crate) fn samples_with_bpf(self) -> bool {
+        self.picks_bpf(
+            |support| *support == UprobeMulti::Process && cfg!(target_arch = "x86_64"),
+            "sampling with one perf event per site and thread (threads are found as they appear)",
+        )
     }
 
     /// Whether to count with BPF for `target`; says in one line why not
     /// when falling back.
     fn uses_bpf(self, target: Target) -> bool {
+        let who = match target {
+            Target::Pid(_) => "the main thread only",
+            Target::AllProcesses => "one event per CPU",
+        };
+        self.picks_bpf(
+            |support| match target {
+                Target::Pid(_) => *support == UprobeMulti::Process,
+                Target::AllProcesses => {
+                    matches!(support, UprobeMulti::Process | UprobeMulti::ThreadOnly)
+                }
+            },
+            &format!("counting with one perf event per site ({who})"),
+        )
+    }
+
+    /// BPF for `bpf`, perf for `perf`; for `auto`, BPF where this kernel's
+    /// uprobe_multi support `fits`, else perf, saying so in one line ending
+    /// in `fallback`.
+    fn picks_bpf(self, fits: impl FnOnce(&UprobeMulti) -> bool, fallback: &str) -> bool {
         match self {
             Engine::Bpf => true,
             Engine::Perf => false,
             Engine::Auto => {
                 let support = uprobe_multi_support();
-                let fits = match target {
-                    Target::Pid(_) => support == UprobeMulti::Process,
-                    Target::AllProcesses => {
-                        matches!(support, UprobeMulti::Process | UprobeMulti::ThreadOnly)
-                    }
-                };
+                let fits = fits(&support);
                 // Unknown (such as without privilege, where perf fails too
                 // and says why): no notice.
                 if !fits && !matches!(support, UprobeMulti::Unknown(_)) {
-                    let who = match target {
-                        Target::Pid(_) => "the main thread only",
-                        Target::AllProcesses => "one event per CPU",
-                    };
-                    eprintln!(
-                        "usdt: BPF uprobe_multi links: {support}; counting with one perf event per site ({who})"
-                    );
+                    eprintln!("usdt: BPF uprobe_multi links: {support}; {fallback}");
                 }
                 fits
             }

@@ -31,10 +31,10 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, Error> {
 /// Whether to sample with BPF: `--engine`, else `$USDT_TRACE_ENGINE`, else
 /// BPF where the kernel has it (and not with `--no-kernel-fetch`, which asks for
 /// perf's stack copies).
-fn use_bpf(opts: &Opts, target: Target) -> Result<bool, Error> {
+fn use_bpf(opts: &Opts) -> Result<bool, Error> {
     Ok(match Engine::chosen(opts.engine, TRACE_ENGINE_ENV)? {
         Engine::Auto if opts.no_kernel_fetch => false,
-        engine => engine.samples_with_bpf(target),
+        engine => engine.samples_with_bpf(),
     })
 }
 
@@ -232,7 +232,7 @@ fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     check_strings(&objects, opts)?;
     warn_next(opts.attach, &objects, &opts.operands);
-    let bpf = use_bpf(opts, Target::Pid(pid))?;
+    let bpf = use_bpf(opts)?;
     if !bpf {
         raise_fd_limit();
     }
@@ -300,7 +300,7 @@ fn trace_command(opts: &Opts) -> Result<i32, Error> {
     check_strings(&command.objects, opts)?;
     warn_next(opts.attach, &command.objects, &opts.operands);
     let mut child = command.spawn(&opts.command)?;
-    let bpf = match use_bpf(opts, Target::Pid(child.pid())) {
+    let bpf = match use_bpf(opts) {
         Ok(bpf) => bpf,
         Err(e) => {
             child.kill();

@@ -308,30 +308,25 @@ impl Sampler {
         let (plans_before, fds_before, slots_before) =
             (self.plans.len(), self.fds.len(), self.slots.len());
         let attached = self.attached.clone();
-        let result = self.attach_sites(path, &c_path, sites, target, &cpus);
+        let result = self
+            .attach_sites(path, &c_path, sites, target, &cpus)
+            .and_then(|()| {
+                self.fds[fds_before..]
+                    .iter()
+                    .try_for_each(|fd| perf::enable(fd, false))
+                    .map_err(|source| Error::Os {
+                        what: format!("enabling the uprobes of {}", path.display()),
+                        source,
+                    })
+            });
         if result.is_err() {
             self.attached = attached;
             self.slots.truncate(slots_before);
             self.fds.truncate(fds_before);
             self.plans.truncate(plans_before);
             self.ids.retain(|_, plan| *plan < plans_before);
-            return result;
         }
-        let enabled = self.fds[fds_before..]
-            .iter()
-            .try_for_each(|fd| perf::enable(fd, false))
-            .map_err(|source| Error::Os {
-                what: format!("enabling the uprobes of {}", path.display()),
-                source,
-            });
-        if enabled.is_err() {
-            self.attached = attached;
-            self.slots.truncate(slots_before);
-            self.fds.truncate(fds_before);
-            self.plans.truncate(plans_before);
-            self.ids.retain(|_, plan| *plan < plans_before);
-        }
-        enabled
+        result
     }
 
     fn attach_sites<'a>(
