@@ -272,7 +272,7 @@ pub fn package() -> PathBuf {
 }
 
 /// Writes a package named `name` in `dir`, outside the workspace, that
-/// depends on `usdt` by path and has the given `[lib]`/`[[bin]]` tables
+/// depends on the facade (`usdt-probes`, library `usdt`) by path and has the given `[lib]`/`[[bin]]` tables
 /// (with `autobins = false`, so it has only those), and returns `dir`.
 /// Several test binaries may write it at once: each file is replaced
 /// atomically, and only when it changes.
@@ -289,7 +289,7 @@ pub fn standalone_package(dir: &Path, name: &str, targets: &str) -> PathBuf {
          autobins = false\n\
          \n\
          [dependencies]\n\
-         usdt = {{ path = {:?} }}\n\
+         usdt-probes = {{ path = {:?} }}\n\
          \n\
          {targets}\
          [workspace]\n",
