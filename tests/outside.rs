@@ -142,7 +142,7 @@ fn builds_and_notes_are_right(dependency: Dependency) {
         }
     }
     let program = program(dependency);
-    let out = common::run_ok(&mut Command::new(&program).arg("3"));
+    let out = common::run_ok(Command::new(&program).arg("3"));
     // Untraced, the lazy probe's closure never ran.
     assert_eq!(String::from_utf8_lossy(&out.stdout), "orders 3 charged 0\n");
 
