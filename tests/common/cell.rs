@@ -1,7 +1,8 @@
 //! Build cells: the examples built as the binaries of a small standalone
-//! package that depends on `usdt` by path (so that no dev-dependency of the
-//! workspace is built, and any target can be asked for), with one choice of
-//! profile settings, relocation model, linker and target per cell.
+//! package that depends on the facade (`usdt-probes`) by path (so that no
+//! dev-dependency of the workspace is built, and any target can be asked
+//! for), with one choice of profile settings, relocation model, linker and
+//! target per cell.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
