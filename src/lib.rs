@@ -1,5 +1,12 @@
 //! USDT probes for Rust whose sites are `nop; nop5`.
 //!
+//! The package is `usdt-probes`; its library is named `usdt`:
+//!
+//! ```toml
+//! [dependencies]
+//! usdt-probes = "0.1"
+//! ```
+//!
 //! Declare a provider, a module of probe declarations, and fire its probes with
 //! the macros it generates. Tracers (bpftrace, gdb, perf, libbpf, and this
 //! workspace's `usdt` command) find them in the binary's `.note.stapsdt`
@@ -108,6 +115,30 @@
 //! The macros a provider generates (`http::request_start!`) are usable anywhere
 //! in the defining crate, through the provider module's path. They are not
 //! exported to other crates: declare the provider in the crate that fires it.
+//!
+//! # A renamed dependency
+//!
+//! The code a provider and the derive generate names this crate `::usdt`. A
+//! program that gives the dependency another name
+//! (`my_usdt = { package = "usdt-probes", version = "0.1" }`) says which, with
+//! `crate = "..."` as serde's attributes take it; `probe!` needs nothing:
+//!
+//! ```
+//! # extern crate usdt as my_usdt;
+//! #[my_usdt::provider(crate = "my_usdt")]
+//! mod http {
+//!     fn accept(conn: ConnId, peer: &str) {}
+//! }
+//!
+//! #[derive(my_usdt::ProbeArg)]
+//! #[usdt(crate = "my_usdt")] // the derive's option, whatever the dependency's name
+//! struct ConnId(u64);
+//!
+//! fn main() {
+//!     http::accept!(ConnId(7), "10.0.0.1:443");
+//!     my_usdt::probe!(http, tick, 1u64);
+//! }
+//! ```
 #![warn(missing_docs)]
 
 /// Declares a provider: a module whose functions declare probes.
@@ -147,7 +178,15 @@ pub use usdt_macros::provider;
 /// let bytes = [1u8, 2, 3];
 /// usdt::probe!(cache, miss, 42u64, -1i32, bytes.as_ptr(), bytes.len());
 /// ```
-pub use usdt_macros::probe;
+///
+/// The expansion names this crate by `$crate`, so it works however the
+/// program names the dependency.
+#[macro_export]
+macro_rules! probe {
+    ($($input:tt)*) => {
+        $crate::__private::adhoc_probe!($crate; $($input)*)
+    };
+}
 
 pub use usdt_runtime::{KernelFeatures, SiteLayout, UprobeSyscall, STR_MAX};
 
@@ -195,5 +234,6 @@ pub mod __private {
     pub use alloc::ffi::CString;
     pub use alloc::string::String;
     pub use alloc::vec::Vec;
+    pub use usdt_macros::adhoc_probe;
     pub use usdt_runtime::{kind, ProbeArg, StrArg, StrBuf};
 }

@@ -1,7 +1,8 @@
 //! Build cells: the examples built as the binaries of a small standalone
-//! package that depends on `usdt` by path (so that no dev-dependency of the
-//! workspace is built, and any target can be asked for), with one choice of
-//! profile settings, relocation model, linker and target per cell.
+//! package that depends on the facade (`usdt-probes`) by path (so that no
+//! dev-dependency of the workspace is built, and any target can be asked
+//! for), with one choice of profile settings, relocation model, linker and
+//! target per cell.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -272,7 +273,7 @@ pub fn package() -> PathBuf {
 }
 
 /// Writes a package named `name` in `dir`, outside the workspace, that
-/// depends on `usdt` by path and has the given `[lib]`/`[[bin]]` tables
+/// depends on the facade (`usdt-probes`, library `usdt`) by path and has the given `[lib]`/`[[bin]]` tables
 /// (with `autobins = false`, so it has only those), and returns `dir`.
 /// Several test binaries may write it at once: each file is replaced
 /// atomically, and only when it changes.
@@ -289,7 +290,7 @@ pub fn standalone_package(dir: &Path, name: &str, targets: &str) -> PathBuf {
          autobins = false\n\
          \n\
          [dependencies]\n\
-         usdt = {{ path = {:?} }}\n\
+         usdt-probes = {{ path = {:?} }}\n\
          \n\
          {targets}\
          [workspace]\n",

@@ -1,16 +1,22 @@
 //! `usdt::probe!(provider, name, args...)`: a probe without a declaration and
 //! without a semaphore, for integer and pointer arguments.
+//!
+//! The facade's `probe!` is a `macro_rules!` that calls this macro with its
+//! own `$crate` first (`$crate; provider, name, args...`): `$crate` names the
+//! facade however the program's Cargo.toml names the dependency.
 
 use crate::ast::Name;
 use crate::site::{self, Site};
 use crate::valid::{self, Errors, MAX_ARGS};
-use proc_macro2::TokenStream;
+use proc_macro2::{TokenStream, TokenTree};
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Expr, Ident, Token};
 
 struct Input {
+    /// The facade's path, as the facade's `probe!` passes it: `$crate`.
+    krate: TokenStream,
     provider: Ident,
     name: Ident,
     args: Punctuated<Expr, Token![,]>,
@@ -19,9 +25,32 @@ struct Input {
 impl Parse for Input {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let usage = "write `usdt::probe!(provider, name, args...)`, with plain identifiers for the provider and the probe";
-        let provider = Ident::parse(input).map_err(|e| syn::Error::new(e.span(), usage))?;
-        <Token![,]>::parse(input).map_err(|e| syn::Error::new(e.span(), usage))?;
-        let name = Ident::parse(input).map_err(|e| syn::Error::new(e.span(), usage))?;
+        let krate = input.step(|cursor| {
+            let mut path = TokenStream::new();
+            let mut rest = *cursor;
+            while let Some((tt, next)) = rest.token_tree() {
+                if matches!(&tt, TokenTree::Punct(p) if p.as_char() == ';') {
+                    return Ok((path, rest));
+                }
+                path.extend([tt]);
+                rest = next;
+            }
+            Err(cursor
+                .error("expected the facade's path and `;` (call this macro as `usdt::probe!`)"))
+        })?;
+        <Token![;]>::parse(input)?;
+        // What the program wrote: an error at its end spans all of it.
+        let written: TokenStream = input.fork().parse()?;
+        let usage_error = |e: syn::Error| {
+            if input.is_empty() && !written.is_empty() {
+                syn::Error::new_spanned(&written, usage)
+            } else {
+                syn::Error::new(e.span(), usage)
+            }
+        };
+        let provider = Ident::parse(input).map_err(usage_error)?;
+        <Token![,]>::parse(input).map_err(usage_error)?;
+        let name = Ident::parse(input).map_err(usage_error)?;
         let args = if input.is_empty() {
             Punctuated::new()
         } else {
@@ -29,6 +58,7 @@ impl Parse for Input {
             Punctuated::parse_terminated(input)?
         };
         Ok(Input {
+            krate,
             provider,
             name,
             args,
@@ -59,6 +89,7 @@ pub fn probe(tokens: TokenStream) -> TokenStream {
         return e.to_compile_error();
     }
     let site_fn = site::site_fn(&Site {
+        krate: &input.krate,
         provider: &provider.value,
         name: &name.value,
         semaphore: None,
@@ -70,4 +101,22 @@ pub fn probe(tokens: TokenStream) -> TokenStream {
         #site_fn
         __usdt_site(#(#args),*);
     }}
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::expand::tests::{errors, facade_paths};
+    use quote::quote;
+
+    /// The facade's `probe!` passes its `$crate` before `;`; the site names
+    /// the facade by it.
+    #[test]
+    fn the_site_names_the_facade_by_the_path_passed() {
+        let out = super::probe(quote!(renamed; http, tick, 1u64, -1i32));
+        assert_eq!(errors(&out), Vec::<String>::new());
+        let paths = facade_paths(&out);
+        // The site's bounds and operands, two arguments.
+        assert!(paths.len() >= 6, "{paths:?}");
+        assert!(paths.iter().all(|p| p == "renamed"), "{paths:?}");
+    }
 }

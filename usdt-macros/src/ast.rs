@@ -21,10 +21,13 @@ impl Name {
     }
 }
 
-/// `#[usdt::provider(name = "...")]`.
+/// `#[usdt::provider(name = "...", crate = "...")]`.
 #[derive(Default)]
 pub struct Args {
     pub name: Option<LitStr>,
+    /// The path of the facade crate, where the program names it otherwise
+    /// than `usdt` (a renamed dependency).
+    pub krate: Option<syn::Path>,
 }
 
 impl Args {
@@ -37,8 +40,16 @@ impl Args {
                 }
                 args.name = Some(meta.value()?.parse()?);
                 Ok(())
+            } else if meta.path.is_ident("crate") {
+                if args.krate.is_some() {
+                    return Err(meta.error("duplicate `crate`: write `crate = \"...\"` once"));
+                }
+                args.krate = Some(crate_path(&meta)?);
+                Ok(())
             } else {
-                Err(meta.error("unknown provider option: the only option is `name = \"...\"`"))
+                Err(meta.error(
+                    "unknown provider option: the options are `name = \"...\"` and `crate = \"...\"`",
+                ))
             }
         });
         syn::parse::Parser::parse2(parser, tokens)?;
@@ -46,8 +57,36 @@ impl Args {
     }
 }
 
+/// `crate = "path"`: the path by which the program names the facade crate
+/// (`my_usdt` after `my_usdt = { package = "usdt-probes", .. }` in
+/// Cargo.toml), as serde's `#[serde(crate = "...")]` takes it. Its tokens
+/// carry the string's span, so an unresolved path is an error there.
+pub fn crate_path(meta: &syn::meta::ParseNestedMeta) -> syn::Result<syn::Path> {
+    let lit: LitStr = meta.value()?.parse()?;
+    lit.parse::<syn::Path>().map_err(|_| {
+        syn::Error::new(
+            lit.span(),
+            format!(
+                "`crate = {:?}` is not a path: write the name the program gives the usdt-probes dependency, e.g. `crate = \"my_usdt\"`",
+                lit.value()
+            ),
+        )
+    })
+}
+
+/// The facade's path in generated code: `crate = "..."` if given, else
+/// `::usdt`, the facade's library name.
+pub fn facade(krate: Option<&syn::Path>) -> TokenStream {
+    match krate {
+        Some(path) => quote::ToTokens::to_token_stream(path),
+        None => quote::quote!(::usdt),
+    }
+}
+
 /// The provider module.
 pub struct Provider {
+    /// The facade crate's path, for the generated code (`::usdt`).
+    pub krate: TokenStream,
     pub attrs: Vec<Attribute>,
     pub vis: Visibility,
     pub ident: Ident,
@@ -107,6 +146,7 @@ impl Provider {
             }
         }
         Ok(Provider {
+            krate: facade(args.krate.as_ref()),
             attrs: module.attrs,
             vis: module.vis,
             ident: module.ident,

@@ -89,12 +89,13 @@ fn declared_types(provider: &Provider) -> TokenStream {
             }
         })
         .collect::<Vec<_>>();
+    let krate = &provider.krate;
     let check_fn = if checks.is_empty() {
         TokenStream::new()
     } else {
         quote! {
             #[allow(dead_code)]
-            const fn __usdt_probe_arg<T: ::usdt::__private::ProbeArg>() {}
+            const fn __usdt_probe_arg<T: #krate::__private::ProbeArg>() {}
         }
     };
     quote! {
@@ -126,6 +127,7 @@ fn probe_items(provider: &Provider, probe: &Probe, types: &[ArgType], krate: &st
     let note_name = probe.note_name();
     let record = record(probe, types);
     let site_fn = site::site_fn(&Site {
+        krate: &provider.krate,
         provider: &provider.name.value,
         name: &note_name,
         semaphore: Some(&symbol),
@@ -148,8 +150,9 @@ fn probe_items(provider: &Provider, probe: &Probe, types: &[ArgType], krate: &st
             ty,
         })
         .collect();
-    let eager = eager_arm(&bindings, &site_fn, &on_fn);
-    let lazy = lazy_arms(&bindings, &site_fn, &on_fn);
+    let krate = &provider.krate;
+    let eager = eager_arm(krate, &bindings, &site_fn, &on_fn);
+    let lazy = lazy_arms(krate, &bindings, &site_fn, &on_fn);
     let usage = usage_error(provider, probe);
     let docs = probe.item.attrs.iter().filter(|a| a.path().is_ident("doc"));
     let signature = signature(probe);
@@ -257,7 +260,7 @@ fn usage_error(provider: &Provider, probe: &Probe) -> String {
 /// `let`s that turn the typed arguments into what the site takes: a
 /// reference's address, and a string's staged copy (only when `on`, else a
 /// null pointer).
-fn conversions(bindings: &[Binding], on: &TokenStream) -> TokenStream {
+fn conversions(krate: &TokenStream, bindings: &[Binding], on: &TokenStream) -> TokenStream {
     let lets = bindings.iter().map(|b| {
         let Binding { local, regs, ty } = b;
         let reg = &regs[0];
@@ -276,9 +279,9 @@ fn conversions(bindings: &[Binding], on: &TokenStream) -> TokenStream {
             ArgType::Str { .. } => {
                 let buf = format_ident!("{}_buf", reg);
                 quote! {
-                    let mut #buf = ::usdt::__private::StrBuf::new();
+                    let mut #buf = #krate::__private::StrBuf::new();
                     let #reg: u64 = if #on {
-                        ::usdt::__private::StrArg::stage(&#local, &mut #buf)
+                        #krate::__private::StrArg::stage(&#local, &mut #buf)
                     } else {
                         0
                     };
@@ -294,7 +297,12 @@ fn metavar(i: usize) -> syn::Ident {
     format_ident!("a{i}")
 }
 
-fn eager_arm(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -> TokenStream {
+fn eager_arm(
+    krate: &TokenStream,
+    bindings: &[Binding],
+    site_fn: &TokenStream,
+    on_fn: &TokenStream,
+) -> TokenStream {
     let vars: Vec<_> = (0..bindings.len()).map(metavar).collect();
     let lets = bindings.iter().zip(&vars).map(|(b, var)| {
         let (local, binding) = (&b.local, b.ty.binding());
@@ -304,7 +312,7 @@ fn eager_arm(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -
     // Only a probe with strings reads its semaphore: every other eager site is
     // the nops alone, without a branch.
     let on = quote!(__usdt_on);
-    let conversions = conversions(bindings, &on);
+    let conversions = conversions(krate, bindings, &on);
     let prepare = if bindings.iter().any(|b| b.ty.is_str()) {
         quote! {
             #on_fn
@@ -324,7 +332,12 @@ fn eager_arm(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -
     }
 }
 
-fn lazy_arms(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -> TokenStream {
+fn lazy_arms(
+    krate: &TokenStream,
+    bindings: &[Binding],
+    site_fn: &TokenStream,
+    on_fn: &TokenStream,
+) -> TokenStream {
     let locals: Vec<_> = bindings.iter().map(|b| &b.local).collect();
     let tys: Vec<_> = bindings.iter().map(|b| b.ty.binding()).collect();
     // The closure's return type is written out, so that a wrong tuple is an
@@ -333,7 +346,7 @@ fn lazy_arms(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -
         ([one], [ty]) => (quote!(#one), quote!(#ty)),
         _ => (quote!((#(#locals),*)), quote!((#(#tys),*))),
     };
-    let conversions = conversions(bindings, &quote!(true));
+    let conversions = conversions(krate, bindings, &quote!(true));
     let regs: Vec<_> = bindings.iter().flat_map(|b| &b.regs).collect();
     let body = |closure: TokenStream| {
         quote! {{
@@ -354,5 +367,155 @@ fn lazy_arms(bindings: &[Binding], site_fn: &TokenStream, on_fn: &TokenStream) -
     quote! {
         (|| $($__usdt_body:tt)+) => { #plain };
         (move || $($__usdt_body:tt)+) => { #moving };
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use proc_macro2::{TokenStream, TokenTree};
+    use quote::quote;
+
+    /// The facade paths in an expansion: the path before each `__private`
+    /// (`::usdt`, `my_usdt`), one entry per use.
+    pub fn facade_paths(expansion: &TokenStream) -> Vec<String> {
+        let mut flat = Vec::new();
+        flatten(expansion.clone(), &mut flat);
+        let mut paths = Vec::new();
+        for (i, tt) in flat.iter().enumerate() {
+            if !matches!(tt, Some(TokenTree::Ident(id)) if id == "__private") {
+                continue;
+            }
+            // Back over `segment ::` pairs, and a leading `::`.
+            let mut segments = Vec::new();
+            let mut j = i;
+            while j >= 2 && is_colon(&flat[j - 1]) && is_colon(&flat[j - 2]) {
+                j -= 2;
+                match j.checked_sub(1).map(|k| &flat[k]) {
+                    Some(Some(TokenTree::Ident(id))) if !KEYWORDS.contains(&&*id.to_string()) => {
+                        segments.push(id.to_string());
+                        j -= 1;
+                    }
+                    _ => {
+                        segments.push(String::new());
+                        break;
+                    }
+                }
+            }
+            segments.reverse();
+            paths.push(segments.join("::"));
+        }
+        paths
+    }
+
+    /// The keywords that may stand before a path with a leading `::` in
+    /// the expansions (`as ::usdt::..`), never a segment of one.
+    const KEYWORDS: &[&str] = &[
+        "as", "const", "dyn", "for", "impl", "in", "let", "mut", "pub", "return", "type", "use",
+        "where",
+    ];
+
+    /// Every token in order, `None` at each group's edges.
+    fn flatten(tokens: TokenStream, out: &mut Vec<Option<TokenTree>>) {
+        for tt in tokens {
+            if let TokenTree::Group(g) = tt {
+                out.push(None);
+                flatten(g.stream(), out);
+                out.push(None);
+            } else {
+                out.push(Some(tt));
+            }
+        }
+    }
+
+    fn is_colon(tt: &Option<TokenTree>) -> bool {
+        matches!(tt, Some(TokenTree::Punct(p)) if p.as_char() == ':')
+    }
+
+    fn provider(args: TokenStream) -> TokenStream {
+        super::provider(
+            args,
+            quote! {
+                mod http {
+                    fn request_start(id: u64, path: &str, body: &[u8], conn: ConnId) {}
+                    fn who(name: String, raw: Vec<u8>, c: std::ffi::CString) {}
+                }
+            },
+        )
+    }
+
+    /// The messages of the `compile_error!`s at the top level of an
+    /// expansion: the macro's errors (not the ones a generated macro
+    /// keeps for a wrong call).
+    pub fn errors(expansion: &TokenStream) -> Vec<String> {
+        let top: Vec<TokenTree> = expansion.clone().into_iter().collect();
+        top.windows(3)
+            .filter_map(|w| match w {
+                [TokenTree::Ident(id), TokenTree::Punct(bang), TokenTree::Group(args)]
+                    if id == "compile_error" && bang.as_char() == '!' =>
+                {
+                    Some(args.stream().to_string())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_provider_names_the_facade_usdt_by_default() {
+        let out = provider(quote!());
+        assert_eq!(errors(&out), Vec::<String>::new());
+        let paths = facade_paths(&out);
+        // ProbeArg bounds, string staging, the alloc types, kind constants.
+        assert!(paths.len() > 10, "{paths:?}");
+        assert!(paths.iter().all(|p| p == "::usdt"), "{paths:?}");
+    }
+
+    #[test]
+    fn a_provider_with_crate_names_the_facade_by_that_path_only() {
+        let out = provider(quote!(name = "web", crate = "my_usdt"));
+        assert_eq!(errors(&out), Vec::<String>::new());
+        let paths = facade_paths(&out);
+        assert!(paths.len() > 10, "{paths:?}");
+        assert!(paths.iter().all(|p| p == "my_usdt"), "{paths:?}");
+        let text = out.to_string();
+        assert!(
+            !text.contains(":: usdt ::"),
+            "`::usdt::` left in the expansion"
+        );
+        // The option changes no note: the provider's name is the one given.
+        assert!(
+            text.contains(r#"".asciz \"web\"""#),
+            "no note of provider `web`"
+        );
+    }
+
+    #[test]
+    fn crate_takes_any_path() {
+        let out = provider(quote!(crate = "::deps::usdt2"));
+        assert_eq!(errors(&out), Vec::<String>::new());
+        let paths = facade_paths(&out);
+        assert!(paths.len() > 10, "{paths:?}");
+        assert!(paths.iter().all(|p| p == "::deps::usdt2"), "{paths:?}");
+    }
+
+    #[test]
+    fn a_bad_crate_option_is_an_error_beside_the_skeleton() {
+        for (args, message) in [
+            (quote!(crate = 5), "expected string literal"),
+            (quote!(crate = "not a path"), "is not a path"),
+            (quote!(crate = "a", crate = "b"), "duplicate `crate`"),
+        ] {
+            let out = provider(args);
+            let errors = errors(&out);
+            assert!(
+                errors.len() == 1 && errors[0].contains(message),
+                "{errors:?}"
+            );
+            // The skeleton: the probe macros exist and accept anything.
+            assert!(
+                out.to_string().contains("macro_rules ! request_start"),
+                "no skeleton beside {errors:?}"
+            );
+        }
     }
 }

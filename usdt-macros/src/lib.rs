@@ -1,7 +1,11 @@
-//! The procedural macros of `usdt`: `#[usdt::provider]` and `usdt::probe!`.
+//! The procedural macros of `usdt`: `#[usdt::provider]`, `usdt::probe!` and
+//! `#[derive(usdt::ProbeArg)]`.
 //!
-//! Use them through the `usdt` crate, which re-exports them and holds the
-//! runtime items their expansions name (`::usdt::__private`).
+//! Use them through the facade, the package `usdt-probes` (its library is
+//! named `usdt`), which re-exports them and holds the runtime items their
+//! expansions name: `::usdt::__private`, or `PATH::__private` with
+//! `crate = "PATH"` for a program that renames the dependency; `probe!`
+//! passes its own `$crate`.
 //!
 //! One stage per file: `ast` parses, `valid` checks, `types` maps argument
 //! types to register operands, `site` writes the probe site and its note,
@@ -31,18 +35,21 @@ pub fn provider(args: TokenStream, input: TokenStream) -> TokenStream {
 }
 
 /// `#[derive(ProbeArg)]`: a struct with one field passes to probes as that
-/// field.
+/// field. `#[usdt(crate = "PATH")]` names the facade for a renamed
+/// dependency.
 ///
 /// See the `usdt` crate's documentation.
-#[proc_macro_derive(ProbeArg)]
+#[proc_macro_derive(ProbeArg, attributes(usdt))]
 pub fn derive_probe_arg(input: TokenStream) -> TokenStream {
     derive::probe_arg(input.into()).into()
 }
 
-/// Fires an ad-hoc probe: `usdt::probe!(provider, name, args...)`.
+/// Fires an ad-hoc probe: what the facade's `usdt::probe!(provider, name,
+/// args...)` expands to, `adhoc_probe!($crate; provider, name, args...)`.
 ///
 /// See the `usdt` crate's documentation.
+#[doc(hidden)]
 #[proc_macro]
-pub fn probe(input: TokenStream) -> TokenStream {
+pub fn adhoc_probe(input: TokenStream) -> TokenStream {
     adhoc::probe(input.into()).into()
 }

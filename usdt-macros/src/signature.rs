@@ -50,7 +50,7 @@ pub enum Kind {
 /// The asm operands that give each argument's kind code (`k0`, `k1`, ...),
 /// for the template's `.byte {kN}`. `tys` are the site function's operand
 /// type parameters.
-pub fn kind_operands(sig: &Signature, tys: &[syn::Ident]) -> Vec<TokenStream> {
+pub fn kind_operands(sig: &Signature, tys: &[syn::Ident], krate: &TokenStream) -> Vec<TokenStream> {
     sig.args
         .iter()
         .enumerate()
@@ -59,11 +59,11 @@ pub fn kind_operands(sig: &Signature, tys: &[syn::Ident]) -> Vec<TokenStream> {
             match &arg.kind {
                 Kind::Operand(j) => {
                     let t = &tys[*j];
-                    quote!(#k = const <#t as ::usdt::__private::ProbeArg>::KIND)
+                    quote!(#k = const <#t as #krate::__private::ProbeArg>::KIND)
                 }
                 Kind::Fixed(name) => {
                     let c = syn::Ident::new(name, proc_macro2::Span::call_site());
-                    quote!(#k = const ::usdt::__private::kind::#c)
+                    quote!(#k = const #krate::__private::kind::#c)
                 }
             }
         })

@@ -53,6 +53,8 @@ pub fn unsupported_cfg() -> TokenStream {
 
 /// What one site is: the strings of its note.
 pub struct Site<'a> {
+    /// The facade crate's path (`::usdt`), which names `ProbeArg`.
+    pub krate: &'a TokenStream,
     pub provider: &'a str,
     pub name: &'a str,
     /// The semaphore's symbol (provider probes), or `None` (ad-hoc probes).
@@ -73,7 +75,8 @@ pub fn semaphore_symbol(krate: &str, provider: &str, probe: &str) -> String {
 /// `fn __usdt_site<A0: ProbeArg, ..>(a0: A0, ..)`: the site, inlined into each
 /// caller, so that every emitted copy carries its own note.
 pub fn site_fn(site: &Site) -> TokenStream {
-    let arg = quote!(::usdt::__private::ProbeArg);
+    let krate = site.krate;
+    let arg = quote!(#krate::__private::ProbeArg);
     let tys: Vec<_> = (0..site.nargs).map(|i| format_ident!("A{i}")).collect();
     let vals: Vec<_> = (0..site.nargs).map(|i| format_ident!("a{i}")).collect();
     let sizes: Vec<_> = (0..site.nargs).map(|i| format_ident!("s{i}")).collect();
@@ -83,7 +86,7 @@ pub fn site_fn(site: &Site) -> TokenStream {
     let (x86_cfg, arm_cfg, none_cfg) = (x86_64_cfg(), aarch64_cfg(), unsupported_cfg());
     let kinds = site
         .signature
-        .map(|sig| crate::signature::kind_operands(sig, &tys))
+        .map(|sig| crate::signature::kind_operands(sig, &tys, krate))
         .unwrap_or_default();
     quote! {
         #[inline(always)]
@@ -410,6 +413,7 @@ mod tests {
     #[test]
     fn the_low_byte_list_is_the_runtimes() {
         let site = Site {
+            krate: &quote!(::usdt),
             provider: "p",
             name: "n",
             semaphore: None,

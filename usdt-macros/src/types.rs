@@ -72,11 +72,12 @@ const FFI_INTEGERS: &[&str] = &[
 ];
 
 /// Maps a declared type to how it is passed, or an error spanning the type.
-pub fn classify(ty: &Type) -> syn::Result<ArgType> {
+/// `krate` is the facade's path (`::usdt`), which names the `alloc` types.
+pub fn classify(ty: &Type, krate: &TokenStream) -> syn::Result<ArgType> {
     match ty {
-        Type::Paren(inner) => classify(&inner.elem),
-        Type::Group(inner) => classify(&inner.elem),
-        Type::Path(path) => classify_path(path),
+        Type::Paren(inner) => classify(&inner.elem, krate),
+        Type::Group(inner) => classify(&inner.elem, krate),
+        Type::Path(path) => classify_path(path, krate),
         Type::Ptr(ptr) => {
             let pointee = nameable(&ptr.elem).unwrap_or_else(|| quote!(_));
             let binding = match ptr.mutability {
@@ -128,14 +129,14 @@ fn classify_reference(reference: &syn::TypeReference) -> syn::Result<ArgType> {
     }
 }
 
-fn classify_path(path: &TypePath) -> syn::Result<ArgType> {
+fn classify_path(path: &TypePath, krate: &TokenStream) -> syn::Result<ArgType> {
     let err = || unsupported(&Type::Path(path.clone()));
     if path.qself.is_some() {
         return Err(err());
     }
     if is_byte_vec(path) {
         return Ok(ArgType::Bytes {
-            binding: quote!(::usdt::__private::Vec<::core::primitive::u8>),
+            binding: quote!(#krate::__private::Vec<::core::primitive::u8>),
         });
     }
     let Some(last) = last_ident(path) else {
@@ -156,10 +157,10 @@ fn classify_path(path: &TypePath) -> syn::Result<ArgType> {
     }
     match last.as_str() {
         "String" => Ok(ArgType::Str {
-            binding: quote!(::usdt::__private::String),
+            binding: quote!(#krate::__private::String),
         }),
         "CString" => Ok(ArgType::Value {
-            binding: quote!(::usdt::__private::CString),
+            binding: quote!(#krate::__private::CString),
         }),
         "Duration" => Ok(ArgType::Value {
             binding: quote!(::core::time::Duration),

@@ -3,6 +3,7 @@
 
 use crate::ast::{Name, Probe, Provider};
 use crate::types::{self, ArgType};
+use proc_macro2::TokenStream;
 use quote::ToTokens;
 use std::collections::HashMap;
 use syn::{FnArg, Pat, ReturnType};
@@ -87,7 +88,7 @@ pub fn check(provider: &Provider, errors: &mut Errors) -> Vec<Option<Vec<ArgType
                 ),
             );
         }
-        let types = check_probe(probe, &mut local);
+        let types = check_probe(probe, &provider.krate, &mut local);
         let failed = local.0.is_some();
         if let Some(e) = local.0 {
             errors.push(e);
@@ -97,7 +98,7 @@ pub fn check(provider: &Provider, errors: &mut Errors) -> Vec<Option<Vec<ArgType
     result
 }
 
-fn check_probe(probe: &Probe, errors: &mut Errors) -> Vec<ArgType> {
+fn check_probe(probe: &Probe, krate: &TokenStream, errors: &mut Errors) -> Vec<ArgType> {
     check_name(&probe.name, "probe", errors);
     let dashed = probe.note_name();
     if dashed.starts_with('-') || dashed.ends_with('-') {
@@ -181,7 +182,7 @@ fn check_probe(probe: &Probe, errors: &mut Errors) -> Vec<ArgType> {
     }
     let mut types = Vec::new();
     for arg in &probe.args {
-        match types::classify(&arg.ty) {
+        match types::classify(&arg.ty, krate) {
             Ok(t) => types.push(t),
             Err(e) => errors.push(e),
         }

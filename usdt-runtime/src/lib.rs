@@ -1,9 +1,9 @@
 //! The runtime of `usdt`: what a program with probes links.
 //!
-//! Applications depend on the `usdt` facade, never on this crate directly. It
-//! stays small on purpose, because every traced program carries it: the
-//! conversions from Rust values to probe-argument registers, and the staging
-//! buffer for string arguments.
+//! Applications depend on the facade, `usdt-probes` (library `usdt`), never
+//! on this crate directly. It stays small on purpose, because every traced
+//! program carries it: the conversions from Rust values to probe-argument
+//! registers, and the staging buffer for string arguments.
 #![no_std]
 #![warn(missing_docs)]
 
