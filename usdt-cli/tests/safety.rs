@@ -8,15 +8,13 @@
 //! Every child has a deadline; signals go only to pids > 0 (`kill(0, ...)`
 //! would hit this test's own process group).
 
-#[path = "../../usdt-trace/tests/common/mod.rs"]
-mod common;
-
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::build_c;
+use usdt_test_support::c::build_c;
+use usdt_test_support::{ready, ROOT, SDT};
 use usdt_trace::{fork_test, read_semaphore, OptimizedFork};
 
 const USDT: &str = env!("CARGO_BIN_EXE_usdt");
@@ -130,7 +128,7 @@ fn gone(pid: u32) -> bool {
 
 #[test]
 fn a_program_that_forks_survives_count_and_trace_by_default() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
@@ -149,7 +147,7 @@ fn a_program_that_forks_survives_count_and_trace_by_default() {
 
 #[test]
 fn attach_next_obeys_and_warns_in_one_line() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
@@ -223,7 +221,7 @@ fn interrupt_during_attach(command: &str, sig: i32) {
 
 #[test]
 fn signals_during_a_long_attach_leave_nothing_behind() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
@@ -237,7 +235,7 @@ fn signals_during_a_long_attach_leave_nothing_behind() {
 /// left behind.
 #[test]
 fn a_tracer_killed_during_attach_leaves_no_paused_command() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
@@ -329,7 +327,7 @@ fn wait_attached(stderr: &mut BufReader<std::process::ChildStderr>) -> String {
 
 #[test]
 fn signals_after_attach_print_counts_and_restore_semaphores() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
@@ -370,7 +368,7 @@ fn signals_after_attach_print_counts_and_restore_semaphores() {
 
 #[test]
 fn a_killed_tracer_leaves_events_only_until_the_next_one() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
@@ -449,7 +447,7 @@ fn peak_rss_kib(args: &[&str]) -> (i32, i64) {
 
 #[test]
 fn list_of_a_process_mapping_dev_zero_and_a_huge_file_stays_small() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let _serial = serial();
@@ -498,7 +496,7 @@ fn list_of_a_process_mapping_dev_zero_and_a_huge_file_stays_small() {
 
 #[test]
 fn hostile_names_print_escaped_and_json_stays_exact() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
@@ -535,7 +533,7 @@ fn hostile_names_print_escaped_and_json_stays_exact() {
 
 #[test]
 fn duplicate_notes_are_one_uprobe() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
@@ -570,7 +568,7 @@ fn first_line_then_close(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn a_closed_stdout_ends_quietly() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
@@ -626,7 +624,7 @@ fn numeric_options_are_checked_in_words() {
 
 #[test]
 fn a_path_with_a_space_is_traced_exactly() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
@@ -651,7 +649,7 @@ fn a_path_with_a_space_is_traced_exactly() {
 
 #[test]
 fn a_symlinked_command_keeps_its_name() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let _serial = serial();
