@@ -3,11 +3,14 @@
 //! traced, and `*_enabled()` follows attachment.
 
 use usdt_test_support::shapes::{example, Shape};
-use usdt_test_support::{ready, run_ok, tracing_env, BPFTRACE, ROOT, TRACEFS};
+use usdt_test_support::{ready, run_ok, tracing_env, Need, BPFTRACE, ROOT, TRACEFS};
 
 use std::io::{BufRead, BufReader, Lines, Read, Write};
 use std::path::Path;
 use std::process::{ChildStdout, Command, Stdio};
+
+/// What every test here needs.
+const NEEDS: [Need; 3] = [ROOT, TRACEFS, BPFTRACE];
 
 fn script(bin: &Path) -> String {
     let b = bin.display();
@@ -32,6 +35,9 @@ fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
 }
 
 fn check(shape: Shape) {
+    if !ready(&NEEDS) {
+        return;
+    }
     tracing_env();
     let bin = example("types", shape);
     let mut child = Command::new(&bin)
@@ -135,23 +141,17 @@ fn check(shape: Shape) {
 
 #[test]
 fn bpftrace_reads_every_argument_debug() {
-    if !ready(&[ROOT, TRACEFS, BPFTRACE]) {
-        return;
-    }
     check(Shape::Debug);
 }
 
 #[test]
 fn bpftrace_reads_every_argument_release() {
-    if !ready(&[ROOT, TRACEFS, BPFTRACE]) {
-        return;
-    }
     check(Shape::Release);
 }
 
 #[test]
 fn bpftrace_counts_the_demo() {
-    if !ready(&[ROOT, TRACEFS, BPFTRACE]) {
+    if !ready(&NEEDS) {
         return;
     }
     tracing_env();

@@ -7,6 +7,9 @@ use usdt_test_support::{ready, run_ok, GDB};
 use std::process::Command;
 
 fn gdb(shape: Shape) {
+    if !ready(&[GDB]) {
+        return;
+    }
     let bin = example("types", shape);
     let mut cmd = Command::new("gdb");
     cmd.args(["-batch", "-nx"])
@@ -61,24 +64,15 @@ fn gdb(shape: Shape) {
 
 #[test]
 fn gdb_reads_twelve_arguments_debug() {
-    if !ready(&[GDB]) {
-        return;
-    }
     gdb(Shape::Debug);
 }
 
 #[test]
 fn gdb_reads_twelve_arguments_release() {
-    if !ready(&[GDB]) {
-        return;
-    }
     gdb(Shape::Release);
 }
 
 #[test]
 fn gdb_reads_twelve_arguments_fat_lto() {
-    if !ready(&[GDB]) {
-        return;
-    }
     gdb(Shape::O3Fat);
 }

@@ -8,30 +8,24 @@ use usdt_test_support::shapes::{example, Shape};
 use usdt_test_support::{ready, ROOT};
 
 fn check(shape: Shape) {
+    if !ready(&[ROOT]) {
+        return;
+    }
     let bin = example("redzone", shape);
     check_redzone(&bin, &format!("{shape:?}"));
 }
 
 #[test]
 fn red_zone_survives_optimized_uprobe_debug() {
-    if !ready(&[ROOT]) {
-        return;
-    }
     check(Shape::Debug);
 }
 
 #[test]
 fn red_zone_survives_optimized_uprobe_release() {
-    if !ready(&[ROOT]) {
-        return;
-    }
     check(Shape::Release);
 }
 
 #[test]
 fn red_zone_survives_optimized_uprobe_fat_lto() {
-    if !ready(&[ROOT]) {
-        return;
-    }
     check(Shape::O3Fat);
 }
