@@ -9,9 +9,9 @@
 //! `gcc-aarch64-linux-gnu`, `libc6-dev-arm64-cross` and `qemu-user`, which the
 //! tests install on first use (usdt-provision).
 
-mod common;
-
-use common::{Cell, Need, CELL_BINS, RELEASE};
+use usdt_test_support::cell::{Cell, CELL_BINS, RELEASE};
+use usdt_test_support::notes::{check_notes, expected};
+use usdt_test_support::{ready, Need};
 
 /// What cross-building the examples needs.
 const CROSS: [Need; 3] = [
@@ -72,19 +72,19 @@ fn qemu(bin: &str, args: &[&str], stdin: &str) -> Output {
 
 #[test]
 fn aarch64_notes() {
-    if !common::ready(&CROSS) {
+    if !ready(&CROSS) {
         return;
     }
     for bin in CELL_BINS {
         let path = AARCH64.bin(bin);
         let what = format!("{bin} (aarch64)");
-        let mut expected = common::expected(bin);
+        let mut expected = expected(bin);
         // LLVM duplicates the string-staging code on aarch64 (four sites
         // where x86-64 has two): each copy has its note, as it must.
         if let Some(strings) = expected.get_mut("types:strings") {
             strings.1 = 0;
         }
-        let probes = common::check_notes(&path, &expected, SiteLayout::Nop, &what);
+        let probes = check_notes(&path, &expected, SiteLayout::Nop, &what);
         assert_eq!(probes.machine, Machine::Aarch64, "{what}");
         // Every operand is `[-]SIZE@xN`: the x register, whatever the size.
         for site in &probes.sites {
@@ -117,7 +117,7 @@ fn aarch64_notes() {
 
 #[test]
 fn aarch64_runs_under_qemu() {
-    if !common::ready(&[CROSS[0], CROSS[1], CROSS[2], QEMU]) {
+    if !ready(&[CROSS[0], CROSS[1], CROSS[2], QEMU]) {
         return;
     }
     let out = qemu("types", &["once"], "");

@@ -2,12 +2,15 @@
 //! every argument type, extremes included; lazy closures run only while
 //! traced, and `*_enabled()` follows attachment.
 
-mod common;
+use usdt_test_support::shapes::{example, Shape};
+use usdt_test_support::{ready, run_ok, tracing_env, Need, BPFTRACE, ROOT, TRACEFS};
 
-use common::Shape;
 use std::io::{BufRead, BufReader, Lines, Read, Write};
 use std::path::Path;
 use std::process::{ChildStdout, Command, Stdio};
+
+/// What every test here needs.
+const NEEDS: [Need; 3] = [ROOT, TRACEFS, BPFTRACE];
 
 fn script(bin: &Path) -> String {
     let b = bin.display();
@@ -32,8 +35,11 @@ fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
 }
 
 fn check(shape: Shape) {
-    common::tracing_env();
-    let bin = common::example("types", shape);
+    if !ready(&NEEDS) {
+        return;
+    }
+    tracing_env();
+    let bin = example("types", shape);
     let mut child = Command::new(&bin)
         .arg("phases")
         .stdin(Stdio::piped())
@@ -135,29 +141,23 @@ fn check(shape: Shape) {
 
 #[test]
 fn bpftrace_reads_every_argument_debug() {
-    if !common::ready(&[common::ROOT, common::TRACEFS, common::BPFTRACE]) {
-        return;
-    }
     check(Shape::Debug);
 }
 
 #[test]
 fn bpftrace_reads_every_argument_release() {
-    if !common::ready(&[common::ROOT, common::TRACEFS, common::BPFTRACE]) {
-        return;
-    }
     check(Shape::Release);
 }
 
 #[test]
 fn bpftrace_counts_the_demo() {
-    if !common::ready(&[common::ROOT, common::TRACEFS, common::BPFTRACE]) {
+    if !ready(&NEEDS) {
         return;
     }
-    common::tracing_env();
-    let bin = common::example("demo", Shape::Release);
+    tracing_env();
+    let bin = example("demo", Shape::Release);
     let b = bin.display();
-    let out = common::run_ok(
+    let out = run_ok(
         Command::new("bpftrace")
             .arg("-e")
             .arg(format!(

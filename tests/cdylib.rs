@@ -5,9 +5,10 @@
 //! counted exactly, the lazy probe included (the kernel raises its
 //! semaphore in the library's mapping).
 
-mod common;
+use usdt_test_support::cdylib::{built, LIB};
+use usdt_test_support::notes::{check_notes, Expected};
+use usdt_test_support::{ready, tracing_env, CC, ROOT};
 
-use common::cdylib::{built, LIB};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -16,7 +17,7 @@ use usdt_trace::{AttachPoint, PerfCounter, SiteLayout, Target};
 
 const FIRES: u64 = 10;
 
-fn expected() -> common::Expected {
+fn expected() -> Expected {
     [
         ("cdylib:eager", (vec![8], 0, true)),
         ("cdylib:lazy", (vec![8, 8], 0, true)),
@@ -28,7 +29,7 @@ fn expected() -> common::Expected {
 #[test]
 fn cdylib_notes() {
     let lib = &built().lib;
-    let probes = common::check_notes(lib, &expected(), SiteLayout::NopNop5, LIB);
+    let probes = check_notes(lib, &expected(), SiteLayout::NopNop5, LIB);
     assert_eq!(probes.elf_type, 3, "a shared object");
 }
 
@@ -36,7 +37,7 @@ fn cdylib_notes() {
 /// of the running process, attaches to the library's, lets it fire and
 /// checks the counts.
 fn check(loader: &Path) {
-    common::tracing_env();
+    tracing_env();
     let built = built();
     let mut child = Command::new(loader)
         .arg(&built.lib)
@@ -104,7 +105,7 @@ fn check(loader: &Path) {
 
 #[test]
 fn cdylib_traced_in_a_c_program() {
-    if !common::ready(&[common::ROOT, common::CC]) {
+    if !ready(&[ROOT, CC]) {
         return;
     }
     check(&built().c);
@@ -112,7 +113,7 @@ fn cdylib_traced_in_a_c_program() {
 
 #[test]
 fn cdylib_traced_in_a_rust_program() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     check(&built().rust);

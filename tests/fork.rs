@@ -41,9 +41,9 @@
 //! idle in every case where it forked.
 
 mod busy;
-mod common;
 
 use busy::{field, number, Program};
+use usdt_test_support::{ready, tracing_env, ROOT};
 use usdt_trace::{
     fork_test, read_semaphore, AttachPoint, KernelFeatures, OptimizedFork, PerfCounter, Target,
     UprobeSyscall,
@@ -84,7 +84,7 @@ impl Run {
 /// Runs `fork N` (a copy of its own, so an every-process tracer sees no
 /// other test's program) with a tracer attached at `point`.
 fn run(target_all: bool, inherit: bool, point: AttachPoint) -> Run {
-    common::tracing_env();
+    tracing_env();
     let tag = format!(
         "{}-{inherit}-{point:?}",
         if target_all { "all" } else { "pid" }
@@ -142,7 +142,7 @@ fn check_child(run: &Run) -> String {
 
 #[test]
 fn fork_traced_at_the_nop_per_process_child_untraced_and_correct() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     let run = run(false, false, AttachPoint::Nop);
@@ -158,7 +158,7 @@ fn fork_traced_at_the_nop_per_process_child_untraced_and_correct() {
 
 #[test]
 fn fork_traced_at_the_nop_every_process_counts_the_child() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     let run = run(true, false, AttachPoint::Nop);
@@ -196,7 +196,7 @@ fn check_optimized(run: &Run) {
 
 #[test]
 fn fork_traced_at_location_plus_one_per_process() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     check_optimized(&run(false, false, AttachPoint::Next));
@@ -204,7 +204,7 @@ fn fork_traced_at_location_plus_one_per_process() {
 
 #[test]
 fn fork_traced_at_location_plus_one_every_process() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     check_optimized(&run(true, false, AttachPoint::Next));
@@ -212,7 +212,7 @@ fn fork_traced_at_location_plus_one_every_process() {
 
 #[test]
 fn fork_with_an_inheriting_tracer_fails_with_efault() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     for point in [AttachPoint::Nop, AttachPoint::Next] {
@@ -233,7 +233,7 @@ fn fork_with_an_inheriting_tracer_fails_with_efault() {
 /// self-test finds that the child dies (this kernel), `Auto` is the nop.
 #[test]
 fn fork_traced_with_the_default_attach_point_keeps_the_child_alive() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     let run = run(false, false, AttachPoint::Auto);

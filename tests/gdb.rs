@@ -1,13 +1,16 @@
 //! gdb lists the probes (`info probes`) and reads all twelve arguments of a
 //! probe through `$_probe_arg0`..`$_probe_arg11`.
 
-mod common;
+use usdt_test_support::shapes::{example, Shape};
+use usdt_test_support::{ready, run_ok, GDB};
 
-use common::Shape;
 use std::process::Command;
 
 fn gdb(shape: Shape) {
-    let bin = common::example("types", shape);
+    if !ready(&[GDB]) {
+        return;
+    }
+    let bin = example("types", shape);
     let mut cmd = Command::new("gdb");
     cmd.args(["-batch", "-nx"])
         .args(["-ex", "info probes stap"])
@@ -18,7 +21,7 @@ fn gdb(shape: Shape) {
         cmd.args(["-ex", &format!("print $_probe_arg{i}")]);
     }
     cmd.args(["-ex", "kill", "--args"]).arg(&bin).arg("once");
-    let out = common::run_ok(&mut cmd);
+    let out = run_ok(&mut cmd);
     let out = String::from_utf8_lossy(&out.stdout);
 
     // info probes: every probe, with its semaphore for provider probes.
@@ -61,24 +64,15 @@ fn gdb(shape: Shape) {
 
 #[test]
 fn gdb_reads_twelve_arguments_debug() {
-    if !common::ready(&[common::GDB]) {
-        return;
-    }
     gdb(Shape::Debug);
 }
 
 #[test]
 fn gdb_reads_twelve_arguments_release() {
-    if !common::ready(&[common::GDB]) {
-        return;
-    }
     gdb(Shape::Release);
 }
 
 #[test]
 fn gdb_reads_twelve_arguments_fat_lto() {
-    if !common::ready(&[common::GDB]) {
-        return;
-    }
     gdb(Shape::O3Fat);
 }

@@ -18,15 +18,15 @@
 //! checker's first build takes about 1.5 minutes.
 
 mod busy;
-mod common;
+use usdt_test_support::shapes::{example, Shape};
+use usdt_test_support::{ready, root, run_ok, tracing_env, Need, ROOT};
 
-use common::{Need, Shape};
 use std::process::Command;
 
 /// What the checker's build (libbpf-sys, vendoring libbpf, and libbpf-cargo
 /// compiling the BPF program with clang) needs.
 const NEEDS: [Need; 7] = [
-    common::ROOT,
+    ROOT,
     Need::package(
         usdt_provision::CLANG,
         "tests/libbpf.rs compiles its BPF program with it",
@@ -55,14 +55,14 @@ const NEEDS: [Need; 7] = [
 
 /// Runs the checker on the `types` example of `shape` and returns its lines.
 fn check_with_libbpf(shape: Shape) -> Vec<String> {
-    checker(&[common::example("types", shape).as_os_str()])
+    checker(&[example("types", shape).as_os_str()])
 }
 
 /// Runs the checker with `args`; it fails on any wrong argument it sees.
 fn checker(args: &[&std::ffi::OsStr]) -> Vec<String> {
-    common::tracing_env();
-    let root = common::root();
-    let out = common::run_ok(
+    tracing_env();
+    let root = root();
+    let out = run_ok(
         Command::new(env!("CARGO"))
             .current_dir(&root)
             .args(["run", "--quiet", "--manifest-path"])
@@ -141,7 +141,7 @@ fn check_exact(lines: &[String]) -> Vec<(String, String)> {
 
 #[test]
 fn libbpf_attaches_at_location_plus_one_and_reads_every_argument() {
-    if !common::ready(&NEEDS) {
+    if !ready(&NEEDS) {
         return;
     }
     let lines = check_with_libbpf(Shape::Release);
@@ -167,7 +167,7 @@ fn libbpf_attaches_at_location_plus_one_and_reads_every_argument() {
 
 #[test]
 fn libbpf_attaches_nop10_sites_at_location() {
-    if !common::ready(&NEEDS) {
+    if !ready(&NEEDS) {
         return;
     }
     let lines = check_with_libbpf(Shape::Nop10);
@@ -192,7 +192,7 @@ fn libbpf_attaches_nop10_sites_at_location() {
 /// events).
 #[test]
 fn libbpf_under_load_reads_every_argument_right() {
-    if !common::ready(&NEEDS) {
+    if !ready(&NEEDS) {
         return;
     }
     let load = busy::release_example("load");
@@ -224,7 +224,7 @@ fn libbpf_under_load_reads_every_argument_right() {
 /// The parent's hits are all counted with the right arguments.
 #[test]
 fn libbpf_traced_fork_loses_the_child_on_this_kernel() {
-    if !common::ready(&NEEDS) {
+    if !ready(&NEEDS) {
         return;
     }
     let fork = busy::private_copy(&busy::release_example("fork"), "libbpf");

@@ -40,11 +40,11 @@
 //! program.
 
 mod busy;
-mod common;
 
 use std::time::Duration;
 
 use busy::{number, Program};
+use usdt_test_support::{has_trampoline, ready, tracing_env, ROOT};
 use usdt_trace::{read_semaphore, AttachPoint, PerfCounter, Target};
 
 const THREADS: u64 = 8;
@@ -72,10 +72,10 @@ fn runs(load: &mut Program) -> Vec<u64> {
 
 #[test]
 fn eight_threads_while_a_tracer_attaches_and_detaches_fifty_times() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
-    common::tracing_env();
+    tracing_env();
     let bin = busy::release_example("load");
     let sites = busy::sites(&bin, "load:tick");
     let mut load = Program::start(&bin, &[&THREADS.to_string()]);
@@ -107,7 +107,7 @@ fn eight_threads_while_a_tracer_attaches_and_detaches_fifty_times() {
             .chunks(sites.len())
             .map(|thread| thread.iter().map(|s| s.count().unwrap()).sum())
             .collect();
-        optimized |= common::has_trampoline(pid);
+        optimized |= has_trampoline(pid);
         drop(tracer);
         assert_eq!(read_semaphore(pid, semaphore).unwrap(), 0, "window {w}");
         let runs_after = runs(&mut load);

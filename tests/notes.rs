@@ -1,11 +1,11 @@
 //! Note inspection: build the examples in several shapes and check every field
 //! of every stapsdt note against what the sources declare, the bytes at each
-//! site, `.stapsdt.base`, and the semaphores (`common::check_notes`, which
+//! site, `.stapsdt.base`, and the semaphores (`check_notes`, which
 //! `tests/shapes.rs` runs in more build shapes).
 
-mod common;
+use usdt_test_support::notes::{check_notes, expected};
+use usdt_test_support::shapes::{self, Shape, EXAMPLES};
 
-use common::Shape;
 use usdt_trace::SiteLayout;
 
 fn check(shape: Shape) {
@@ -14,10 +14,10 @@ fn check(shape: Shape) {
     } else {
         SiteLayout::NopNop5
     };
-    for example in common::EXAMPLES {
-        let path = common::example(example, shape);
+    for example in EXAMPLES {
+        let path = shapes::example(example, shape);
         let what = format!("{example} ({shape:?})");
-        common::check_notes(&path, &common::expected(example), layout, &what);
+        check_notes(&path, &expected(example), layout, &what);
     }
 }
 

@@ -7,8 +7,6 @@
 //! their notes are exactly the declared probes; bpftrace reads the first
 //! one's probes back (that half needs root).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -62,7 +60,7 @@ impl Dependency {
     }
 
     fn manifest(self) -> String {
-        let facade = common::root().display().to_string();
+        let facade = usdt_test_support::root().display().to_string();
         let dependency = match self {
             Dependency::ByPackageName => format!("usdt-probes = {{ path = {facade:?} }}"),
             Dependency::Renamed => {
@@ -107,11 +105,15 @@ fn build(dependency: Dependency) -> PathBuf {
     std::fs::write(dir.join("Cargo.toml"), dependency.manifest()).unwrap();
     std::fs::write(dir.join("src/main.rs"), dependency.source()).unwrap();
     if !dir.join("Cargo.lock").exists() {
-        std::fs::copy(common::root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+        std::fs::copy(
+            usdt_test_support::root().join("Cargo.lock"),
+            dir.join("Cargo.lock"),
+        )
+        .unwrap();
     }
     // One target directory for both programs: they share the facade's build.
     let target = tmp.join("outside-target");
-    common::run_ok(
+    usdt_test_support::run_ok(
         Command::new(env!("CARGO"))
             .current_dir(&dir)
             .args(["build", "--quiet", "--target-dir"])
@@ -142,11 +144,11 @@ fn builds_and_notes_are_right(dependency: Dependency) {
         }
     }
     let program = program(dependency);
-    let out = common::run_ok(Command::new(&program).arg("3"));
+    let out = usdt_test_support::run_ok(Command::new(&program).arg("3"));
     // Untraced, the lazy probe's closure never ran.
     assert_eq!(String::from_utf8_lossy(&out.stdout), "orders 3 charged 0\n");
 
-    let expected: common::Expected = [
+    let expected: usdt_test_support::notes::Expected = [
         ("shop:order_placed", (vec![8, 8], 1, true)),
         ("shop:paid", (vec![8, -4], 1, true)),
         ("shop:shipped", (vec![8, 2], 1, true)),
@@ -155,9 +157,10 @@ fn builds_and_notes_are_right(dependency: Dependency) {
     .into_iter()
     .collect();
     let what = format!("{dependency:?}");
-    let probes = common::check_notes(&program, &expected, SiteLayout::NopNop5, &what);
+    let probes =
+        usdt_test_support::notes::check_notes(&program, &expected, SiteLayout::NopNop5, &what);
     let data = std::fs::read(&program).unwrap();
-    common::check_signatures(&program, &data, &probes, &what);
+    usdt_test_support::signatures::check_signatures(&program, &data, &probes, &what);
     let mut signatures: Vec<String> = usdt_trace::read_signatures(&data)
         .expect("read signature records")
         .iter()
@@ -187,10 +190,14 @@ fn renamed_builds_and_its_notes_are_right() {
 
 #[test]
 fn by_package_name_bpftrace_reads_its_probes() {
-    if !common::ready(&[common::ROOT, common::TRACEFS, common::BPFTRACE]) {
+    if !usdt_test_support::ready(&[
+        usdt_test_support::ROOT,
+        usdt_test_support::TRACEFS,
+        usdt_test_support::BPFTRACE,
+    ]) {
         return;
     }
-    common::tracing_env();
+    usdt_test_support::tracing_env();
     let program = program(Dependency::ByPackageName);
     let b = program.display();
     let script = format!(
@@ -199,7 +206,7 @@ usdt:{b}:shop:paid {{ printf("paid %lu %ld\n", arg0, arg1); }}
 usdt:{b}:shop:shipped {{ printf("shipped %lu %lu\n", arg0, arg1); }}
 usdt:{b}:shop:tick {{ @ticks = count(); }}"#
     );
-    let out = common::run_ok(
+    let out = usdt_test_support::run_ok(
         Command::new("timeout")
             .args(["-k", "5", "120", "bpftrace", "-e", &script, "-c"])
             .arg(format!("{b} 2")),

@@ -19,15 +19,22 @@
 //! perf has exited; every child has a timeout. Do not run two test binaries
 //! that add perf probe events at once.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
+use usdt_test_support::cdylib::{self, built};
+use usdt_test_support::cell::{
+    standalone_package, Cell, HOST, O0, O1_THIN_GNU_LD, O2_NON_PIE, O3_FAT_ABORT,
+    OS_THIN_NON_PIE_GNU_LD, OZ_FAT_GNU_LD,
+};
+use usdt_test_support::{ready, root, run_ok, tracing_env, Need, CC, PERF, ROOT, SDT, TRACEFS};
 use usdt_trace::ElfProbes;
+
+/// What every test here needs.
+const NEEDS: [Need; 5] = [ROOT, TRACEFS, PERF, SDT, CC];
 
 /// Seconds any perf or traced command may take.
 const TIMEOUT: &str = "300";
@@ -94,7 +101,7 @@ impl Session {
     /// Adds `elf` to perf's build-id cache, adds an event for every probe in
     /// its notes and checks where perf put each uprobe.
     fn new(elf: &Path, what: &str) -> Session {
-        common::tracing_env();
+        tracing_env();
         let data = std::fs::read(elf).unwrap_or_else(|e| panic!("{what}: {e}"));
         let probes = usdt_trace::read_probes(&data).expect("read notes");
         let mut names: Vec<String> = probes.sites.iter().map(|s| s.probe()).collect();
@@ -334,7 +341,7 @@ const UPROBE_EVENTS: &str = "/sys/kernel/tracing/uprobe_events";
 
 /// `target/shapes/perf`: perf's output files.
 fn scratch() -> PathBuf {
-    let dir = common::root().join("target").join("shapes").join("perf");
+    let dir = root().join("target").join("shapes").join("perf");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -476,7 +483,11 @@ fn check_gc(bin: &Path, what: &str) {
     session.check_hits(&hits, &[("gc:kept", some(&[0])), ("gc:kept", some(&[1]))]);
 }
 
-fn check_cell(cell: common::Cell) {
+/// Reads, counts and records the probes of one build-shape cell.
+fn check_cell(cell: Cell) {
+    if !ready(&NEEDS) {
+        return;
+    }
     let what = cell.describe();
     let _serial = serialize();
     check_types(&cell.bin("types"), &format!("types ({what})"));
@@ -486,104 +497,44 @@ fn check_cell(cell: common::Cell) {
 
 #[test]
 fn perf_o0_debug_info_lld() {
-    if !common::ready(&[
-        common::ROOT,
-        common::TRACEFS,
-        common::PERF,
-        common::SDT,
-        common::CC,
-    ]) {
-        return;
-    }
-    check_cell(common::O0);
+    check_cell(O0);
 }
 
 #[test]
 fn perf_o1_thin_lto_gnu_ld() {
-    if !common::ready(&[
-        common::ROOT,
-        common::TRACEFS,
-        common::PERF,
-        common::SDT,
-        common::CC,
-    ]) {
-        return;
-    }
-    check_cell(common::O1_THIN_GNU_LD);
+    check_cell(O1_THIN_GNU_LD);
 }
 
 #[test]
 fn perf_o2_one_codegen_unit_non_pie() {
-    if !common::ready(&[
-        common::ROOT,
-        common::TRACEFS,
-        common::PERF,
-        common::SDT,
-        common::CC,
-    ]) {
-        return;
-    }
-    check_cell(common::O2_NON_PIE);
+    check_cell(O2_NON_PIE);
 }
 
 #[test]
 fn perf_o3_fat_lto_panic_abort() {
-    if !common::ready(&[
-        common::ROOT,
-        common::TRACEFS,
-        common::PERF,
-        common::SDT,
-        common::CC,
-    ]) {
-        return;
-    }
-    check_cell(common::O3_FAT_ABORT);
+    check_cell(O3_FAT_ABORT);
 }
 
 #[test]
 fn perf_os_thin_lto_non_pie_gnu_ld() {
-    if !common::ready(&[
-        common::ROOT,
-        common::TRACEFS,
-        common::PERF,
-        common::SDT,
-        common::CC,
-    ]) {
-        return;
-    }
-    check_cell(common::OS_THIN_NON_PIE_GNU_LD);
+    check_cell(OS_THIN_NON_PIE_GNU_LD);
 }
 
 #[test]
 fn perf_oz_fat_lto_gnu_ld() {
-    if !common::ready(&[
-        common::ROOT,
-        common::TRACEFS,
-        common::PERF,
-        common::SDT,
-        common::CC,
-    ]) {
-        return;
-    }
-    check_cell(common::OZ_FAT_GNU_LD);
+    check_cell(OZ_FAT_GNU_LD);
 }
 
 /// The cdylib, loaded by the C and the Rust loader: perf's uprobes on the
 /// library's file count its probes in any process that maps it.
 #[test]
 fn perf_cdylib() {
-    if !common::ready(&[
-        common::ROOT,
-        common::TRACEFS,
-        common::PERF,
-        common::SDT,
-        common::CC,
-    ]) {
+    if !ready(&NEEDS) {
         return;
     }
     let _serial = serialize();
-    let built = common::cdylib::built();
-    let session = Session::new(&built.lib, common::cdylib::LIB);
+    let built = built();
+    let session = Session::new(&built.lib, cdylib::LIB);
     for loader in [&built.c, &built.rust] {
         let lib = built.lib.to_str().unwrap();
         let (out, got) = session.stat(&cmd(loader, &[lib, "10"]), "\n");
@@ -621,14 +572,14 @@ struct Mix {
 /// Builds `tests/perfmix/` with GNU ld (`gnu_ld`) or LLD, in a target
 /// directory per linker.
 fn mix(gnu_ld: bool) -> Mix {
-    let root = common::root();
+    let root = root();
     let src = root.join("tests").join("perfmix");
     let linker = if gnu_ld { "bfd" } else { "lld" };
     let dir = root.join("target").join("shapes").join("perfmix");
     let out = dir.join(linker);
     std::fs::create_dir_all(&out).unwrap();
     let probes = out.join("probes.o");
-    common::run_ok(
+    run_ok(
         Command::new("cc")
             .args(["-O2", "-Wall", "-Werror", "-c", "-o"])
             .arg(&probes)
@@ -640,14 +591,14 @@ fn mix(gnu_ld: bool) -> Mix {
         src.join("lib.rs").display().to_string(),
         src.join("rust_first.rs").display().to_string()
     );
-    let pkg = common::standalone_package(&dir.join("pkg"), "usdt-perfmix", &targets);
+    let pkg = standalone_package(&dir.join("pkg"), "usdt-perfmix", &targets);
     // The C object after every Rust object on the linker's command line.
     let mut flags = format!("-C link-arg={}", probes.display());
     // rustc's bundled LLD, for cc too.
-    let sysroot = common::run_ok(Command::new("rustc").args(["--print", "sysroot"]));
+    let sysroot = run_ok(Command::new("rustc").args(["--print", "sysroot"]));
     let gcc_ld = PathBuf::from(String::from_utf8(sysroot.stdout).unwrap().trim())
         .join("lib/rustlib")
-        .join(common::HOST)
+        .join(HOST)
         .join("bin/gcc-ld");
     let fuse: Vec<OsString> = if gnu_ld {
         flags.push_str(" -C link-arg=-fuse-ld=bfd");
@@ -656,7 +607,7 @@ fn mix(gnu_ld: bool) -> Mix {
         vec!["-fuse-ld=lld".into(), "-B".into(), gcc_ld.into()]
     };
     let target_dir = out.join("target");
-    common::run_ok(
+    run_ok(
         Command::new(env!("CARGO"))
             .current_dir(&pkg)
             .args([
@@ -667,7 +618,7 @@ fn mix(gnu_ld: bool) -> Mix {
                 "--bins",
                 "--target",
             ])
-            .arg(common::HOST)
+            .arg(HOST)
             .arg("--target-dir")
             .arg(&target_dir)
             .env("RUSTFLAGS", flags)
@@ -675,10 +626,10 @@ fn mix(gnu_ld: bool) -> Mix {
             .env_remove("CARGO_BUILD_TARGET")
             .env_remove("CARGO_ENCODED_RUSTFLAGS"),
     );
-    let release = target_dir.join(common::HOST).join("release");
+    let release = target_dir.join(HOST).join("release");
     // The C program: its C objects first, then the Rust static library.
     let c_first = out.join("c_first");
-    common::run_ok(
+    run_ok(
         Command::new("cc")
             .args(["-O2", "-Wall", "-Werror", "-Wl,--gc-sections"])
             .args(&fuse)
@@ -753,13 +704,7 @@ fn check_base(file: &object::File, probes: &ElfProbes, what: &str) {
 
 #[test]
 fn perf_rust_and_c_probes_lld() {
-    if !common::ready(&[
-        common::ROOT,
-        common::TRACEFS,
-        common::PERF,
-        common::SDT,
-        common::CC,
-    ]) {
+    if !ready(&NEEDS) {
         return;
     }
     let _serial = serialize();
@@ -770,13 +715,7 @@ fn perf_rust_and_c_probes_lld() {
 
 #[test]
 fn perf_rust_and_c_probes_gnu_ld() {
-    if !common::ready(&[
-        common::ROOT,
-        common::TRACEFS,
-        common::PERF,
-        common::SDT,
-        common::CC,
-    ]) {
+    if !ready(&NEEDS) {
         return;
     }
     let _serial = serialize();
@@ -792,20 +731,11 @@ fn perf_rust_and_c_probes_gnu_ld() {
 /// links are the `perf_rust_and_c_probes_*` tests.)
 #[test]
 fn perf_offsets_of_the_bench_binary() {
-    if !common::ready(&[
-        common::ROOT,
-        common::TRACEFS,
-        common::PERF,
-        common::SDT,
-        common::CC,
-    ]) {
-        return;
-    }
     let _serial = serialize();
-    let target_dir = common::root().join("target").join("shapes").join("bench");
-    common::run_ok(
+    let target_dir = root().join("target").join("shapes").join("bench");
+    run_ok(
         Command::new(env!("CARGO"))
-            .current_dir(common::root())
+            .current_dir(root())
             .args([
                 "build",
                 "--quiet",

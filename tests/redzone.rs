@@ -3,35 +3,29 @@
 //! A leaf function with many live values must compute exactly what it
 //! computes untraced.
 
-mod common;
-
-use common::Shape;
+use usdt_test_support::counting::check_redzone;
+use usdt_test_support::shapes::{example, Shape};
+use usdt_test_support::{ready, ROOT};
 
 fn check(shape: Shape) {
-    let bin = common::example("redzone", shape);
-    common::check_redzone(&bin, &format!("{shape:?}"));
+    if !ready(&[ROOT]) {
+        return;
+    }
+    let bin = example("redzone", shape);
+    check_redzone(&bin, &format!("{shape:?}"));
 }
 
 #[test]
 fn red_zone_survives_optimized_uprobe_debug() {
-    if !common::ready(&[common::ROOT]) {
-        return;
-    }
     check(Shape::Debug);
 }
 
 #[test]
 fn red_zone_survives_optimized_uprobe_release() {
-    if !common::ready(&[common::ROOT]) {
-        return;
-    }
     check(Shape::Release);
 }
 
 #[test]
 fn red_zone_survives_optimized_uprobe_fat_lto() {
-    if !common::ready(&[common::ROOT]) {
-        return;
-    }
     check(Shape::O3Fat);
 }

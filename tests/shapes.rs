@@ -2,7 +2,7 @@
 //! `lto`, `codegen-units`, `panic`, debug info, relocation model and linker,
 //! each value in at least one cell (not their product). In every cell:
 //!
-//! - every note of every example passes `common::check_notes` (all declared
+//! - every note of every example passes `check_notes` (all declared
 //!   probes and no other: the probes in code the linker removed, in
 //!   `examples/gc.rs`, have no note; Location in executable code on the site's
 //!   bytes; Base equal to `.stapsdt.base`'s address; one 2-byte-aligned
@@ -15,12 +15,14 @@
 //! - bpftrace attaches to every note of `gc` and counts its calls;
 //! - the red-zone check (`tests/redzone.rs`) holds at Location + 1.
 
-mod common;
-
-use common::{
+use usdt_test_support::cell::{
     Cell, CELL_BINS, O0, O1_THIN_GNU_LD, O2_NON_PIE, O3_FAT_ABORT, OS_THIN_NON_PIE_GNU_LD,
     OZ_FAT_GNU_LD,
 };
+use usdt_test_support::counting::{check_redzone, check_types, count_run};
+use usdt_test_support::notes::{check_notes, expected};
+use usdt_test_support::{ready_part, run_ok, tracing_env, BPFTRACE, ROOT, TRACEFS};
+
 use std::collections::BTreeMap;
 use std::process::Command;
 use usdt_trace::{AttachPoint, SiteLayout};
@@ -30,24 +32,21 @@ fn check(cell: Cell) {
     for bin in CELL_BINS {
         let path = cell.bin(bin);
         let what = format!("{bin} ({what})");
-        let probes = common::check_notes(&path, &common::expected(bin), SiteLayout::NopNop5, &what);
+        let probes = check_notes(&path, &expected(bin), SiteLayout::NopNop5, &what);
         // ET_EXEC for a non-PIE executable, ET_DYN for a PIE one.
         let want = if cell.non_pie { 2 } else { 3 };
         assert_eq!(probes.elf_type, want, "{what}: ELF type");
-        let sections = common::run_ok(Command::new("readelf").arg("-SW").arg(&path));
+        let sections = run_ok(Command::new("readelf").arg("-SW").arg(&path));
         let has_debug = String::from_utf8_lossy(&sections.stdout).contains(" .debug_info ");
         assert_eq!(has_debug, cell.debug, "{what}: .debug_info");
     }
 
-    if !common::ready_part(
-        "tracing",
-        &[common::ROOT, common::TRACEFS, common::BPFTRACE],
-    ) {
+    if !ready_part("tracing", &[ROOT, TRACEFS, BPFTRACE]) {
         return;
     }
-    common::check_types(&cell.bin("types"), AttachPoint::Auto, &what);
+    check_types(&cell.bin("types"), AttachPoint::Auto, &what);
 
-    let (out, counts) = common::count_run(&cell.bin("demo"), &["7"], AttachPoint::Nop);
+    let (out, counts) = count_run(&cell.bin("demo"), &["7"], AttachPoint::Nop);
     assert!(
         out.contains("fired 7 requests; 7 were traced at request_done"),
         "{what}: {out}"
@@ -59,7 +58,7 @@ fn check(cell: Cell) {
     assert_eq!(counts, want, "{what}: demo hits");
 
     let gc = cell.bin("gc");
-    let (out, counts) = common::count_run(&gc, &["5"], AttachPoint::Auto);
+    let (out, counts) = count_run(&gc, &["5"], AttachPoint::Auto);
     assert_eq!(out, "kept 5\n", "{what}");
     assert_eq!(
         counts.into_iter().collect::<Vec<_>>(),
@@ -67,15 +66,15 @@ fn check(cell: Cell) {
     );
     bpftrace_counts_gc(&gc, &what);
 
-    common::check_redzone(&cell.bin("redzone"), &what);
+    check_redzone(&cell.bin("redzone"), &what);
 }
 
 /// bpftrace attaches to every probe of `gc` (a stale note would make it
 /// fail or patch the wrong bytes) and counts `gc:kept`.
 fn bpftrace_counts_gc(gc: &std::path::Path, what: &str) {
-    common::tracing_env();
+    tracing_env();
     let b = gc.display();
-    let out = common::run_ok(
+    let out = run_ok(
         Command::new("bpftrace")
             .arg("-e")
             .arg(format!("usdt:{b}:* {{ @[probe] = count(); }}"))

@@ -2,9 +2,10 @@
 //! reads the example's spans and events: span names counted, event level,
 //! message and fields exact, span ids nested and matched. Needs root.
 
-mod common;
-
 use std::collections::BTreeMap;
+
+use usdt_test_support::run_ok;
+use usdt_test_support::tracing_demo::{demo, limited, tracing_env};
 
 /// One printf per probe, at most two strings each (bpftrace 0.17 fits about
 /// three 64-byte strings in one printf).
@@ -29,11 +30,11 @@ fn bpftrace_reads_spans_and_events() {
     ]) {
         return;
     }
-    common::tracing_env();
-    let demo = common::demo();
+    tracing_env();
+    let demo = demo();
     let script = SCRIPT.replace("BIN", &demo.to_string_lossy());
-    let out = common::run_ok(
-        common::limited("bpftrace")
+    let out = run_ok(
+        limited("bpftrace")
             .args(["-e", &script, "-c"])
             .arg(format!("{} 2", demo.display())),
     );

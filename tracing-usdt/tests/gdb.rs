@@ -2,7 +2,8 @@
 //! the arguments of the example's first event, `debug!(rows = 3, "query
 //! done")` inside the `query` span.
 
-mod common;
+use usdt_test_support::run_ok;
+use usdt_test_support::tracing_demo::{demo, limited};
 
 #[test]
 fn gdb_stops_at_tracing_event_and_reads_its_arguments() {
@@ -12,9 +13,9 @@ fn gdb_stops_at_tracing_event_and_reads_its_arguments() {
     )]) {
         return;
     }
-    let demo = common::demo();
-    let out = common::run_ok(
-        common::limited("gdb")
+    let demo = demo();
+    let out = run_ok(
+        limited("gdb")
             .args(["-batch", "-nx"])
             .args(["-ex", "info probes stap tracing"])
             .args(["-ex", "break -probe-stap tracing:event"])

@@ -2,16 +2,17 @@
 //! drops every span and event and formats nothing; stacked with other layers
 //! it hides nothing from them.
 
-mod common;
-
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+
 use tracing::{Level, Subscriber};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::registry::LookupSpan;
+use usdt_test_support::run_ok;
+use usdt_test_support::tracing_demo::{demo, limited};
 
 /// Callsite interest is global: one subscriber shape at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -130,6 +131,6 @@ fn layers_stacked_on_it_see_everything() {
 
 #[test]
 fn the_example_formats_nothing_untraced() {
-    let out = common::run_ok(common::limited(common::demo()).arg("5"));
+    let out = run_ok(limited(demo()).arg("5"));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "displayed 0\n");
 }

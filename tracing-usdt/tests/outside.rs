@@ -2,10 +2,11 @@
 //! macros and this layer: untraced, none of its field values is formatted;
 //! bpftrace reads its spans and events exactly. The bpftrace half needs root.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use usdt_test_support::run_ok;
+use usdt_test_support::tracing_demo::{limited, tracing_env};
 
 const MAIN: &str = r#"
 use std::fmt;
@@ -55,7 +56,7 @@ fn outside_program() -> PathBuf {
         std::fs::copy(lock, dir.join("Cargo.lock")).unwrap();
     }
     let target = tmp.join("tracing-usdt-outside-target");
-    common::run_ok(
+    run_ok(
         Command::new(env!("CARGO"))
             .current_dir(&dir)
             .args(["build", "--quiet", "--target-dir"])
@@ -79,18 +80,18 @@ fn outside_program_untraced_formats_nothing_and_bpftrace_reads_it() {
         return;
     }
     let program = outside_program();
-    let out = common::run_ok(common::limited(&program).arg("3"));
+    let out = run_ok(limited(&program).arg("3"));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "formatted 0\n");
 
-    common::tracing_env();
+    tracing_env();
     let b = program.display();
     let script = format!(
         r#"usdt:{b}:tracing:span_new {{ printf("new %s|%s\n", str(arg2), str(arg3)); }}
 usdt:{b}:tracing:span_enter {{ @enters[str(arg1)] = count(); }}
 usdt:{b}:tracing:event {{ printf("event %d %s|%s\n", arg0, str(arg3), str(arg4)); }}"#
     );
-    let out = common::run_ok(
-        common::limited("bpftrace")
+    let out = run_ok(
+        limited("bpftrace")
             .args(["-e", &script, "-c"])
             .arg(format!("{b} 2")),
     );

@@ -3,19 +3,21 @@
 //! probes are declared with `#[usdt::provider]`, whose records say what each
 //! argument is. Needs root.
 
-mod common;
+use usdt_test_support::run_ok;
+
+use usdt_test_support::tracing_demo::{self, demo, limited, tracing_env};
 
 #[test]
 fn usdt_trace_shows_events() {
     if !usdt_provision::ready(&[usdt_provision::Need::root("it attaches uprobes")]) {
         return;
     }
-    common::tracing_env();
-    let out = common::run_ok(
-        common::limited(common::usdt())
+    tracing_env();
+    let out = run_ok(
+        limited(tracing_demo::usdt())
             .arg("trace")
             .args(["tracing:event", "tracing:span_enter", "--"])
-            .arg(common::demo())
+            .arg(demo())
             .arg("1"),
     );
     let out = String::from_utf8_lossy(&out.stdout);

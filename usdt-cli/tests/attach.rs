@@ -2,13 +2,12 @@
 //! optimized path's trampoline, semaphores and lazy closures. Needs root (CI
 //! runs as root).
 
-#[path = "../../usdt-trace/tests/common/mod.rs"]
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{cdemo, example, wait_for, Serve};
+use usdt_test_support::c::cdemo;
+use usdt_test_support::cli::{example, raises_per_uprobe, Serve};
+use usdt_test_support::{ready, wait_for, ROOT, SDT};
 use usdt_trace::{
     fork_test, read_file_probes, read_process, read_semaphore, tracer_features, AttachPoint, Error,
     OptimizedFork, PerfCounter, Site, SiteLayout, Target,
@@ -90,7 +89,7 @@ fn rust_probes_at(point: AttachPoint) -> bool {
 
 #[test]
 fn rust_probes_auto_counts_exactly_and_is_fork_safe_here() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     // On this kernel (ENXIO) nop;nop5 sites are optimized at Location + 1,
@@ -102,7 +101,7 @@ fn rust_probes_auto_counts_exactly_and_is_fork_safe_here() {
 
 #[test]
 fn rust_probes_next_counts_exactly_through_the_trampoline() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     assert!(
@@ -113,7 +112,7 @@ fn rust_probes_next_counts_exactly_through_the_trampoline() {
 
 #[test]
 fn rust_probes_nop_counts_exactly_without_trampoline() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     assert!(
@@ -124,7 +123,7 @@ fn rust_probes_nop_counts_exactly_without_trampoline() {
 
 #[test]
 fn c_probes_count_exactly_with_their_semaphore() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = cdemo();
@@ -176,7 +175,7 @@ fn c_probes_count_exactly_with_their_semaphore() {
 
 #[test]
 fn next_is_refused_on_a_single_nop_site() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = cdemo();
@@ -194,7 +193,7 @@ fn next_is_refused_on_a_single_nop_site() {
 
 #[test]
 fn every_process_of_a_binary() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     // A copy of its own: other tests run `traced` at the same time.
@@ -222,7 +221,7 @@ fn every_process_of_a_binary() {
 
 #[test]
 fn a_process_that_exited_is_an_error() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = cdemo();
@@ -246,13 +245,13 @@ fn raises(tracer: &PerfCounter, pid: u32, exe: &Path, name: &str) -> u16 {
         .sites()
         .iter()
         .filter(|s| s.site.name == name)
-        .map(|s| common::raises_per_uprobe(pid, exe, s.offset))
+        .map(|s| raises_per_uprobe(pid, exe, s.offset))
         .sum()
 }
 
 #[test]
 fn semaphores_are_left_as_found() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     let exe = example("traced");

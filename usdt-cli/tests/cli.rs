@@ -1,14 +1,14 @@
 //! The `usdt` command: `list` against `readelf -n`, `count` with exact
 //! numbers, and its errors. Needs root for attaching (CI runs as root).
 
-#[path = "../../usdt-trace/tests/common/mod.rs"]
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{cdemo, cdemolib, example, nop10, parse_counts, readelf_notes, wait_for, Serve};
+use usdt_test_support::c::{cdemo, cdemolib, nop10};
+use usdt_test_support::cli::{example, parse_counts, Serve};
+use usdt_test_support::readelf::readelf_notes;
+use usdt_test_support::{ready, wait_for, ROOT, SDT, SETPRIV};
 use usdt_trace::{read_file_probes, read_process, read_semaphore};
 
 fn usdt(args: &[&str]) -> Output {
@@ -116,7 +116,7 @@ fn list_agrees_with_readelf(path: &Path) {
 
 #[test]
 fn list_agrees_with_readelf_on_c_probes() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     list_agrees_with_readelf(&cdemo());
@@ -143,7 +143,7 @@ fn list_agrees_with_readelf_on_rust_probes() {
 
 #[test]
 fn list_a_process_with_its_libraries() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let exe = cdemo();
@@ -196,7 +196,7 @@ fn count_command(attach: &str, program: &Path, args: &[&str]) -> (BTreeMap<Strin
 
 #[test]
 fn count_rust_probes_exactly_at_every_attach_point() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     let exe = example("traced");
@@ -215,7 +215,7 @@ fn count_rust_probes_exactly_at_every_attach_point() {
 
 #[test]
 fn count_c_probes_and_refuse_next() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = cdemo();
@@ -245,7 +245,7 @@ fn count_c_probes_and_refuse_next() {
 
 #[test]
 fn a_nop10_site_is_listed_counted_at_its_nop_and_refused_at_next() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = nop10();
@@ -282,7 +282,7 @@ fn a_nop10_site_is_listed_counted_at_its_nop_and_refused_at_next() {
 
 #[test]
 fn count_globs_select_probes() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     let exe = example("traced");
@@ -306,7 +306,7 @@ fn count_globs_select_probes() {
 
 #[test]
 fn count_a_process_until_it_exits() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = cdemo();
@@ -338,7 +338,7 @@ fn count_a_process_until_it_exits() {
 
 #[test]
 fn count_a_process_every_interval_until_ctrl_c() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = cdemo();
@@ -407,7 +407,7 @@ fn wait_for_semaphore(pid: u32, exe: &Path, value: u16) {
 
 #[test]
 fn features_in_words() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     let text = stdout(&usdt(&["features"]));
@@ -470,7 +470,7 @@ fn errors_are_one_plain_sentence() {
 
 #[test]
 fn not_permitted_says_which_privilege() {
-    if !common::ready(&[common::ROOT, common::SETPRIV]) {
+    if !ready(&[ROOT, SETPRIV]) {
         return;
     }
     // Run as `nobody`, from a copy it may execute.

@@ -2,13 +2,12 @@
 //! (`-- CMD`) or attached (`-p`) are found by watching the process's
 //! mappings and counted and traced, with either engine.
 
-#[path = "../../usdt-trace/tests/common/mod.rs"]
-mod common;
-
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use common::{build_c, parse_counts};
+use usdt_test_support::c::build_c;
+use usdt_test_support::cli::parse_counts;
+use usdt_test_support::{ready, ROOT, SDT};
 
 fn programs() -> (PathBuf, PathBuf) {
     let lib = build_c("libdlprobes.so", &["dlprobes.c"], &["-shared", "-fPIC"]);
@@ -44,7 +43,7 @@ fn check(out: &str, err: &str) {
 
 #[test]
 fn a_library_loaded_after_a_command_started_is_counted() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let (exe, lib) = programs();
@@ -67,7 +66,7 @@ fn a_library_loaded_after_a_command_started_is_counted() {
 
 #[test]
 fn a_library_loaded_after_attaching_to_a_process_is_counted() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let (exe, lib) = programs();
@@ -107,7 +106,7 @@ fn a_library_loaded_after_attaching_to_a_process_is_counted() {
 /// after the command started, or after attaching, with its argument.
 #[test]
 fn a_library_loaded_later_is_traced() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let (exe, lib) = programs();

@@ -3,16 +3,15 @@
 //! the message without privilege. Needs root and Linux 6.6 or later (CI runs
 //! as root on 6.18).
 
-#[path = "../../usdt-trace/tests/common/mod.rs"]
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::build_c;
+use usdt_test_support::c::build_c;
+use usdt_test_support::cli::parse_counts;
+use usdt_test_support::{ready, ROOT, SDT, SETPRIV};
 use usdt_trace::bpf::{uprobe_multi_support, BpfError, MultiCounter, MultiSite, UprobeMulti};
 use usdt_trace::{read_file, AttachPoint, KernelFeatures, Site, Target};
 
@@ -105,7 +104,7 @@ fn counter_for(exe: &Path, target: Target) -> (MultiCounter, Vec<String>) {
 
 #[test]
 fn this_kernel_has_uprobe_multi_with_a_process_filter() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     assert_eq!(uprobe_multi_support(), UprobeMulti::Process);
@@ -113,7 +112,7 @@ fn this_kernel_has_uprobe_multi_with_a_process_filter() {
 
 #[test]
 fn a_pid_filter_counts_every_thread_of_its_process_only() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = multi("multi");
@@ -135,7 +134,7 @@ fn a_pid_filter_counts_every_thread_of_its_process_only() {
 
 #[test]
 fn pid_0_counts_every_process_of_the_file_and_forked_children() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = multi("multi_all");
@@ -160,7 +159,7 @@ fn pid_0_counts_every_process_of_the_file_and_forked_children() {
 
 #[test]
 fn semaphores_are_up_while_attached_and_back_to_0_after_drop() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = multi("multi");
@@ -250,7 +249,7 @@ fn count_sites_exactly(exe: &Path, sites: &[Site], m: &mut Multi) -> (f64, f64) 
 
 #[test]
 fn ten_thousand_sites_through_one_link_counted_exactly() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = many_sites(10_000);
@@ -272,7 +271,7 @@ fn ten_thousand_sites_through_one_link_counted_exactly() {
 
 #[test]
 fn a_missing_process_or_file_is_a_plain_error() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = multi("multi");
@@ -325,7 +324,7 @@ fn eperm_child() {
 
 #[test]
 fn without_privilege_the_message_says_what_is_needed() {
-    if !common::ready(&[common::ROOT, common::SDT, common::SETPRIV]) {
+    if !ready(&[ROOT, SDT, SETPRIV]) {
         return;
     }
     // A copy any user can run.
@@ -443,24 +442,24 @@ impl Counting {
         let out = self.0.wait_with_output().unwrap();
         // Counts printed, then the conventional status of a SIGINT.
         assert_eq!(out.status.code(), Some(130), "{out:?}");
-        common::parse_counts(&String::from_utf8_lossy(&out.stdout))
+        parse_counts(&String::from_utf8_lossy(&out.stdout))
     }
 }
 
 #[test]
 fn count_command_counts_every_thread() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = multi("multi");
     let (out, _) = usdt_count(&["--", exe.to_str().unwrap()], &[], "threads 8 1000\n");
-    let counts = common::parse_counts(&out);
+    let counts = parse_counts(&out);
     assert_eq!(counts["multi:hit"], 8000, "{out}");
 }
 
 #[test]
 fn count_pid_counts_threads_started_after_attaching() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = multi("multi");
@@ -474,7 +473,7 @@ fn count_pid_counts_threads_started_after_attaching() {
 
 #[test]
 fn count_all_sums_every_process_and_a_forked_child() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = multi("multi_cli_all");
@@ -492,7 +491,7 @@ fn count_all_sums_every_process_and_a_forked_child() {
 
 #[test]
 fn the_forced_perf_engine_counts_the_same_on_the_main_thread() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = multi("multi");
@@ -500,7 +499,7 @@ fn the_forced_perf_engine_counts_the_same_on_the_main_thread() {
     let input = "guarded 25\n";
     let (bpf, _) = usdt_count(&["--engine", "bpf", "--", exe], &[], input);
     let (perf, _) = usdt_count(&["--", exe], &[("USDT_COUNT_ENGINE", "perf")], input);
-    let (bpf, perf) = (common::parse_counts(&bpf), common::parse_counts(&perf));
+    let (bpf, perf) = (parse_counts(&bpf), parse_counts(&perf));
     assert_eq!(bpf["multi:guarded"], 25, "{bpf:?}");
     assert_eq!(bpf, perf);
 }
@@ -536,7 +535,7 @@ fn hits_per_thread(out: &str, pid: u32) -> BTreeMap<u32, usize> {
 
 #[test]
 fn trace_command_sees_every_thread_from_its_first_hit() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = multi("multi_trace_cmd");
@@ -573,7 +572,7 @@ fn trace_command_sees_every_thread_from_its_first_hit() {
 
 #[test]
 fn trace_pid_sees_threads_started_after_attaching_from_their_first_hit() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = multi("multi_trace_pid");

@@ -5,14 +5,13 @@
 //! read says why, and one odd operand hides none of a file's sites.
 //! Tracing needs root.
 
-#[path = "../../usdt-trace/tests/common/mod.rs"]
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use usdt_provision::{Need, CLANG, GDB};
+use usdt_test_support::c::C_DIR;
+use usdt_test_support::{ready, ROOT, SDT};
 
 const GDB_NEED: Need = Need::package(GDB, "its $_probe_argN values are compared with usdt's");
 const TRACEFS_NEED: Need = Need::tracefs(
@@ -23,7 +22,7 @@ const CLANG_NEED: Need = Need::package(CLANG, "clang -O2 writes operand forms gc
 /// Compiles `tests/c/SOURCE` with `compiler` and `flags` into `NAME` (once
 /// per test process).
 fn build(name: &str, source: &str, compiler: &str, flags: &[&str]) -> PathBuf {
-    let dir = Path::new(common::C_DIR);
+    let dir = Path::new(C_DIR);
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let out = tmp
         .join(format!("operands-{}", std::process::id()))
@@ -188,7 +187,7 @@ const WIDE_BYTES: &str = "arg0=hex:18171615141312110807060504030201 \
 
 #[test]
 fn every_form_gcc_and_clang_write_is_read_and_traced() {
-    if !common::ready(&[common::ROOT, common::SDT, TRACEFS_NEED]) {
+    if !ready(&[ROOT, SDT, TRACEFS_NEED]) {
         return;
     }
     let mut builds = vec![
@@ -303,7 +302,7 @@ const ASMOPS: [(&str, &str); 7] = [
 
 #[test]
 fn hand_written_operands_and_a_malformed_note() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let exe = build("asmops", "asmops.c", "gcc", &["-O2"]);
@@ -320,7 +319,7 @@ fn hand_written_operands_and_a_malformed_note() {
     assert_eq!(list.lines().count(), 1 + ASMOPS.len(), "{list}");
     let nop5 = list.lines().find(|l| l.starts_with("asm:nop5 ")).unwrap();
     assert!(nop5.contains(" nop5 "), "{nop5}");
-    if !usdt_provision::ready_part("tracing", &[common::ROOT]) {
+    if !usdt_provision::ready_part("tracing", &[ROOT]) {
         return;
     }
     // The BPF engine, perf with fetch events, perf with stack copies.
@@ -364,7 +363,7 @@ const ABSOLUTE: &str =
 
 #[test]
 fn symbols_plus_registers_from_position_dependent_code() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let exe = build(
@@ -386,7 +385,7 @@ fn symbols_plus_registers_from_position_dependent_code() {
         })
         .count();
     assert!(absolute > 0, "no symbol plus registers in {args}");
-    if !usdt_provision::ready_part("tracing", &[common::ROOT]) {
+    if !usdt_provision::ready_part("tracing", &[ROOT]) {
         return;
     }
     let engines: [&[&str]; 3] = [&[], &["--engine", "perf"], &["--no-kernel-fetch"]];
@@ -405,7 +404,7 @@ fn symbols_plus_registers_from_position_dependent_code() {
 
 #[test]
 fn one_odd_operand_hides_none_of_810_sites() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let exe = build("sites810", "sites810.c", "gcc", &["-O2"]);
@@ -427,7 +426,7 @@ fn one_odd_operand_hides_none_of_810_sites() {
             .count();
         assert_eq!(gdb, 810);
     }
-    if !usdt_provision::ready_part("counting", &[common::ROOT]) {
+    if !usdt_provision::ready_part("counting", &[ROOT]) {
         return;
     }
     // Closing 810 uprobe events takes minutes here (each close waits for
@@ -445,10 +444,10 @@ fn one_odd_operand_hides_none_of_810_sites() {
 
 #[test]
 fn a_library_that_cannot_be_read_is_named_not_skipped_in_silence() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
-    let c = Path::new(common::C_DIR);
+    let c = Path::new(C_DIR);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("badlib-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let lib = dir.join("libcdemolib.so");

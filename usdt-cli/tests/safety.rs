@@ -8,25 +8,39 @@
 //! Every child has a deadline; signals go only to pids > 0 (`kill(0, ...)`
 //! would hit this test's own process group).
 
-#[path = "../../usdt-trace/tests/common/mod.rs"]
-mod common;
-
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
-use common::build_c;
+use usdt_test_support::c::build_c;
+use usdt_test_support::process::{
+    children, exit_code as code, reader, signal, wait_deadline, wait_until,
+};
+use usdt_test_support::{ready, Need, ROOT, SDT};
 use usdt_trace::{fork_test, read_semaphore, OptimizedFork};
 
 const USDT: &str = env!("CARGO_BIN_EXE_usdt");
 
 /// Tracing tests one at a time: attaching thousands of sites is slow and
 /// the machine is shared.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static SERIAL: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What every tracing test here needs.
+const NEEDS: [Need; 2] = [ROOT, SDT];
+
+/// The start of a tracing test: its needs, then its turn. `None` (the test
+/// returns) when [`NEEDS`] are missing.
+fn tracing_test() -> Option<MutexGuard<'static, ()>> {
+    if !ready(&NEEDS) {
+        return None;
+    }
+    Some(serial())
 }
 
 fn forker() -> PathBuf {
@@ -39,30 +53,6 @@ fn many() -> PathBuf {
 
 fn hostile() -> PathBuf {
     build_c("hostile", &["hostile.c"], &[])
-}
-
-/// Sends `sig` to `pid`, never to a process group.
-fn signal(pid: u32, sig: i32) {
-    let pid = libc::pid_t::try_from(pid).unwrap();
-    assert!(pid > 0, "refusing to signal pid {pid}");
-    // SAFETY: signalling one process by a positive pid.
-    unsafe { libc::kill(pid, sig) };
-}
-
-/// Waits for `child` until `secs` have passed, then kills it and fails.
-fn wait_deadline(child: &mut Child, secs: u64) -> ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            signal(child.id(), libc::SIGKILL);
-            let _ = child.wait();
-            panic!("still running after {secs} s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Runs usdt with a deadline; (exit code, stdout, stderr).
@@ -80,22 +70,6 @@ fn usdt(args: &[&str], secs: u64) -> (i32, String, String) {
     (code(status), out.join().unwrap(), err.join().unwrap())
 }
 
-fn reader(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = r.read_to_string(&mut s);
-        s
-    })
-}
-
-/// The shell's exit code: the code, or 128 + the signal.
-fn code(status: ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
-}
-
 fn no_panic(stderr: &str) {
     assert!(
         !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
@@ -110,30 +84,34 @@ fn events_of(pid: u32) -> usize {
     events.lines().filter(|l| l.starts_with(&prefix)).count()
 }
 
-/// The children of a process (`/proc/PID/task/*/children`).
-fn children(pid: u32) -> Vec<u32> {
-    let mut found = vec![];
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-    {
-        let path = task.unwrap().path().join("children");
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        found.extend(text.split_whitespace().map(|p| p.parse::<u32>().unwrap()));
-    }
-    found
-}
-
 fn gone(pid: u32) -> bool {
     !usdt_trace::process_alive(pid)
 }
 
+/// The command usdt process `pid` started and holds paused: it appears at
+/// once (attaching thousands of sites takes minutes), as usdt's one child.
+fn paused_command(pid: u32) -> u32 {
+    let mut paused = vec![];
+    wait_until(Duration::from_secs(20), || {
+        paused = children(pid);
+        !paused.is_empty()
+    });
+    assert_eq!(paused.len(), 1, "the paused command");
+    paused[0]
+}
+
+/// Closes the input of a program that runs until then (`many`, `mapper`)
+/// and checks that it exits cleanly.
+fn close_and_wait(mut prog: Child) {
+    drop(prog.stdin.take());
+    assert!(wait_deadline(&mut prog, 30).success());
+}
+
 #[test]
 fn a_program_that_forks_survives_count_and_trace_by_default() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
-    }
-    let _serial = serial();
+    };
     let bin = forker();
     let bin = bin.to_str().unwrap();
     let (code, out, err) = usdt(&["count", "--", bin, "1000"], 120);
@@ -149,10 +127,9 @@ fn a_program_that_forks_survives_count_and_trace_by_default() {
 
 #[test]
 fn attach_next_obeys_and_warns_in_one_line() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
-    }
-    let _serial = serial();
+    };
     let bin = forker();
     let (code, out, err) = usdt(
         &[
@@ -196,14 +173,7 @@ fn interrupt_during_attach(command: &str, sig: i32) {
     let pid = usdt.id();
     let err = reader(usdt.stderr.take().unwrap());
     let out = reader(usdt.stdout.take().unwrap());
-    // The paused command appears at once; attaching 4000 sites takes minutes.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut paused = vec![];
-    while paused.is_empty() && Instant::now() < deadline {
-        paused = children(pid);
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(paused.len(), 1, "the paused command");
+    let paused = paused_command(pid);
     std::thread::sleep(Duration::from_millis(500));
     signal(pid, sig);
     // Detaching waits for the kernel (an RCU grace period per uprobe), and
@@ -216,19 +186,19 @@ fn interrupt_during_attach(command: &str, sig: i32) {
         "{err}"
     );
     no_panic(&err);
-    assert!(gone(paused[0]), "the paused command was ended");
+    assert!(gone(paused), "the paused command was ended");
     assert_eq!(events_of(pid), 0, "no fetch events left");
     assert!(!out.contains("ready"), "the command never ran: {out}");
 }
 
 #[test]
 fn signals_during_a_long_attach_leave_nothing_behind() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
+    };
+    for (command, sig) in [("count", libc::SIGTERM), ("trace", libc::SIGINT)] {
+        interrupt_during_attach(command, sig);
     }
-    let _serial = serial();
-    interrupt_during_attach("count", libc::SIGTERM);
-    interrupt_during_attach("trace", libc::SIGINT);
 }
 
 /// A tracer killed outright (SIGKILL) during attach cannot clean up: its
@@ -237,10 +207,9 @@ fn signals_during_a_long_attach_leave_nothing_behind() {
 /// left behind.
 #[test]
 fn a_tracer_killed_during_attach_leaves_no_paused_command() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
-    }
-    let _serial = serial();
+    };
     let bin = many();
     // The perf engine, whose attach of 4000 sites is long enough to kill.
     let mut tracer = Command::new(USDT)
@@ -253,25 +222,16 @@ fn a_tracer_killed_during_attach_leaves_no_paused_command() {
         .unwrap();
     let pid = tracer.id();
     let out = reader(tracer.stdout.take().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut paused = vec![];
-    while paused.is_empty() && Instant::now() < deadline {
-        paused = children(pid);
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(paused.len(), 1, "the paused command");
+    let paused = paused_command(pid);
     // Briefly: every event it leaves costs the next tracer time to remove.
     std::thread::sleep(Duration::from_millis(150));
     signal(pid, libc::SIGKILL);
     wait_deadline(&mut tracer, 300);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !gone(paused[0]) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(gone(paused[0]), "the paused command ended by itself");
+    wait_until(Duration::from_secs(60), || gone(paused));
+    assert!(gone(paused), "the paused command ended by itself");
     // Its stdout was ours: closed, and nothing ran.
     assert_eq!(out.join().unwrap(), "");
-    let (mut prog, prog_pid, _, _) = start_many();
+    let (prog, prog_pid, _, _) = start_many();
     let (code, _, err) = usdt(
         &[
             "trace",
@@ -289,8 +249,7 @@ fn a_tracer_killed_during_attach_leaves_no_paused_command() {
         0,
         "the next tracer removed the stale events"
     );
-    drop(prog.stdin.take());
-    assert!(wait_deadline(&mut prog, 30).success());
+    close_and_wait(prog);
 }
 
 /// `many` running, with its `ready` line parsed: (child, pid, site
@@ -329,11 +288,10 @@ fn wait_attached(stderr: &mut BufReader<std::process::ChildStderr>) -> String {
 
 #[test]
 fn signals_after_attach_print_counts_and_restore_semaphores() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
-    }
-    let _serial = serial();
-    let (mut prog, pid, site_sem, one_sem) = start_many();
+    };
+    let (prog, pid, site_sem, one_sem) = start_many();
     for (command, sig) in [("count", libc::SIGTERM), ("trace", libc::SIGINT)] {
         let mut usdt = Command::new(USDT)
             .args([command, "many:one", "-p", &pid.to_string()])
@@ -364,17 +322,15 @@ fn signals_after_attach_print_counts_and_restore_semaphores() {
         assert_eq!(read_semaphore(pid, one_sem).unwrap(), 0, "{command}");
         assert_eq!(read_semaphore(pid, site_sem).unwrap(), 0, "{command}");
     }
-    drop(prog.stdin.take());
-    assert!(wait_deadline(&mut prog, 30).success());
+    close_and_wait(prog);
 }
 
 #[test]
 fn a_killed_tracer_leaves_events_only_until_the_next_one() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
-    }
-    let _serial = serial();
-    let (mut prog, pid, _, one_sem) = start_many();
+    };
+    let (prog, pid, _, one_sem) = start_many();
     // A killed BPF tracer leaves nothing: the kernel closes its links.
     let mut tracer = Command::new(USDT)
         .args(["trace", "many:one", "-p", &pid.to_string()])
@@ -422,8 +378,7 @@ fn a_killed_tracer_leaves_events_only_until_the_next_one() {
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(events_of(killed), 0, "the stale group was removed");
-    drop(prog.stdin.take());
-    assert!(wait_deadline(&mut prog, 30).success());
+    close_and_wait(prog);
 }
 
 /// Peak RSS in KiB of `usdt ARGS` (with wait4).
@@ -449,7 +404,7 @@ fn peak_rss_kib(args: &[&str]) -> (i32, i64) {
 
 #[test]
 fn list_of_a_process_mapping_dev_zero_and_a_huge_file_stays_small() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let _serial = serial();
@@ -491,17 +446,15 @@ fn list_of_a_process_mapping_dev_zero_and_a_huge_file_stays_small() {
     let (code, _, err) = usdt(&["list", "/dev/zero"], 30);
     assert_eq!(code, 1);
     assert!(err.contains("not a regular file"), "{err}");
-    drop(prog.stdin.take());
-    assert!(wait_deadline(&mut prog, 30).success());
+    close_and_wait(prog);
     let _ = std::fs::remove_file(&sparse);
 }
 
 #[test]
 fn hostile_names_print_escaped_and_json_stays_exact() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
-    }
-    let _serial = serial();
+    };
     let bin = hostile();
     let bin = bin.to_str().unwrap();
     let escaped = "evil\\x1b]0;pwned\\x07:clear\\x1b[2J\\x0aok:normal\\x20999999";
@@ -535,10 +488,9 @@ fn hostile_names_print_escaped_and_json_stays_exact() {
 
 #[test]
 fn duplicate_notes_are_one_uprobe() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
-    }
-    let _serial = serial();
+    };
     let bin = hostile();
     let (code, out, _) = usdt(&["count", "dup:*", "--", bin.to_str().unwrap(), "7"], 60);
     assert_eq!(code, 0);
@@ -570,10 +522,9 @@ fn first_line_then_close(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn a_closed_stdout_ends_quietly() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
-    }
-    let _serial = serial();
+    };
     let bin = build_c("many-sites-listed", &["many.c"], &[]);
     // 4001 site rows: more than a pipe holds.
     let (code, err) = first_line_then_close(&["list", "--sites", bin.to_str().unwrap()]);
@@ -583,7 +534,7 @@ fn a_closed_stdout_ends_quietly() {
     let (code, err) = first_line_then_close(&["features"]);
     assert!(code == 0 || code == 141, "{code}: {err}");
     assert_eq!(err, "");
-    let (mut prog, pid, _, _) = start_many();
+    let (prog, pid, _, _) = start_many();
     let (code, err) = first_line_then_close(&[
         "count",
         "--interval",
@@ -595,8 +546,7 @@ fn a_closed_stdout_ends_quietly() {
     assert_eq!(code, 141, "{err}");
     assert_eq!(err.lines().count(), 1, "only the counting line: {err}");
     no_panic(&err);
-    drop(prog.stdin.take());
-    assert!(wait_deadline(&mut prog, 30).success());
+    close_and_wait(prog);
 }
 
 #[test]
@@ -626,10 +576,9 @@ fn numeric_options_are_checked_in_words() {
 
 #[test]
 fn a_path_with_a_space_is_traced_exactly() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
-    }
-    let _serial = serial();
+    };
     let bin = build_c("spaced", &["spaced.c"], &[]);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(std::process::id().to_string())
@@ -651,10 +600,9 @@ fn a_path_with_a_space_is_traced_exactly() {
 
 #[test]
 fn a_symlinked_command_keeps_its_name() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    let Some(_serial) = tracing_test() else {
         return;
-    }
-    let _serial = serial();
+    };
     let bin = forker();
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(std::process::id().to_string());
     std::fs::create_dir_all(&dir).unwrap();

@@ -4,11 +4,10 @@
 //! and typed values, and by the bpftrace program `usdt bpftrace` writes;
 //! gdb finds the dashed probe and reads the byte slice's two operands.
 
-#[path = "../../usdt-trace/tests/common/mod.rs"]
-mod common;
-
 use std::process::{Command, Output};
 
+use usdt_test_support::cli::example;
+use usdt_test_support::{ready, BPFTRACE, ROOT, TRACEFS};
 use usdt_trace::{read_file_probes, read_file_signatures, Kind, Signatures};
 
 const GDB: usdt_provision::Need =
@@ -76,7 +75,7 @@ fn split_program(out: &str) -> (String, Vec<String>) {
 
 #[test]
 fn the_records_hold_every_name_type_and_kind() {
-    let exe = common::example("signatures");
+    let exe = example("signatures");
     let records = read_file_signatures(&exe).unwrap();
     let mut shown: Vec<String> = records.iter().map(|r| r.display()).collect();
     shown.sort();
@@ -126,7 +125,7 @@ fn the_records_hold_every_name_type_and_kind() {
 
 #[test]
 fn list_shows_each_probe_with_its_parameters_as_written() {
-    let exe = common::example("signatures");
+    let exe = example("signatures");
     let out = text(&usdt(&["list", exe.to_str().unwrap()]));
     let mut listed: Vec<&str> = out
         .lines()
@@ -141,10 +140,10 @@ fn list_shows_each_probe_with_its_parameters_as_written() {
 
 #[test]
 fn trace_prints_names_and_typed_values() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
-    let exe = common::example("signatures");
+    let exe = example("signatures");
     // The BPF engine and perf with fetch events read memory at the hit;
     // perf with stack copies after it.
     for extra in [
@@ -215,10 +214,10 @@ fn trace_prints_names_and_typed_values() {
 /// raw lines, not on parsed maps, which forget the order.
 #[test]
 fn trace_json_keys_arguments_by_name_in_parameter_order() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
-    let exe = common::example("signatures");
+    let exe = example("signatures");
     let out = timeout(120)
         .arg(env!("CARGO_BIN_EXE_usdt"))
         .args(["trace", "--json", "--", exe.to_str().unwrap()])
@@ -275,10 +274,10 @@ fn trace_json_keys_arguments_by_name_in_parameter_order() {
 /// comments say for the others.
 #[test]
 fn the_bpftrace_program_prints_what_usdt_trace_prints() {
-    if !common::ready(&[common::ROOT, common::TRACEFS, common::BPFTRACE]) {
+    if !ready(&[ROOT, TRACEFS, BPFTRACE]) {
         return;
     }
-    let exe = common::example("signatures");
+    let exe = example("signatures");
     let e = exe.to_str().unwrap();
     let program = text(&usdt(&["bpftrace", e]));
     for comment in [
@@ -333,10 +332,10 @@ fn the_bpftrace_program_prints_what_usdt_trace_prints() {
 /// address and length, and the string.
 #[test]
 fn gdb_reads_the_dashed_probe_and_the_byte_slice() {
-    if !common::ready(&[common::ROOT, GDB]) {
+    if !ready(&[ROOT, GDB]) {
         return;
     }
-    let exe = common::example("signatures");
+    let exe = example("signatures");
     let out = timeout(120)
         .args(["gdb", "-nx", "-batch"])
         .args(["-ex", "break -probe-stap kinds:order-placed"])

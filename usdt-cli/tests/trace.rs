@@ -3,13 +3,12 @@
 //! probes with memory and immediate operands; a million hits with no silent
 //! loss; JSON; errors. Needs root (CI runs as root) and bpftrace.
 
-#[path = "../../usdt-trace/tests/common/mod.rs"]
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Output, Stdio};
 
-use common::{build_c, example};
+use usdt_test_support::c::build_c;
+use usdt_test_support::cli::example;
+use usdt_test_support::{ready, BPFTRACE, ROOT, SDT, TRACEFS};
 use usdt_trace::{Recorder, Value};
 
 fn usdt(args: &[&str]) -> Output {
@@ -199,7 +198,7 @@ fn read_line(r: &mut impl BufRead) -> String {
 /// what bpftrace prints for every argument bpftrace reads (arg0..arg5).
 #[test]
 fn trace_decodes_every_argument_type_as_bpftrace_does_in_the_same_run() {
-    if !common::ready(&[common::ROOT, common::TRACEFS, common::BPFTRACE]) {
+    if !ready(&[ROOT, TRACEFS, BPFTRACE]) {
         return;
     }
     let bin = example("argtypes");
@@ -280,7 +279,7 @@ fn trace_decodes_every_argument_type_as_bpftrace_does_in_the_same_run() {
 /// arguments of the twelve-argument probe included.
 #[test]
 fn recorder_asserts_every_probe_with_its_arguments() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     // Without kernel fetch: strings from the stack copy, read after the fact.
@@ -328,7 +327,7 @@ fn recorder_asserts_every_probe_with_its_arguments() {
 /// copy the sample carries.
 #[test]
 fn c_probes_with_memory_and_immediate_operands() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     // The kernel reads the red zone at the hit (the BPF program, or a fetch
@@ -408,7 +407,7 @@ fn c_memory_operands(options: &[&str]) {
 /// samples on stderr; never a silent shortfall.
 #[test]
 fn a_million_hits_are_all_printed_or_counted_as_lost() {
-    if !common::ready(&[common::ROOT]) {
+    if !ready(&[ROOT]) {
         return;
     }
     const HITS: u64 = 1_000_000;
@@ -445,7 +444,7 @@ fn a_million_hits_are_all_printed_or_counted_as_lost() {
 /// command's own output passes through and its exit status is usdt's.
 #[test]
 fn json_lines_limit_and_the_commands_output() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = example("argtypes");
@@ -537,7 +536,7 @@ fn trace_errors_are_one_plain_sentence() {
 /// only the thread it was opened for).
 #[test]
 fn trace_a_process_with_threads() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = build_c("threads", &["threads.c"], &["-pthread"]);
@@ -591,7 +590,7 @@ fn trace_a_process_with_threads() {
 /// kernel then failed the program's pthread_create and fork with EFAULT).
 #[test]
 fn a_traced_command_starts_threads_and_processes() {
-    if !common::ready(&[common::ROOT, common::SDT]) {
+    if !ready(&[ROOT, SDT]) {
         return;
     }
     let exe = build_c("spawn", &["spawn.c"], &["-pthread"]);

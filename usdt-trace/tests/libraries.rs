@@ -4,13 +4,12 @@
 //! found through `$ORIGIN` in DT_RUNPATH and in DT_RPATH, and programs of the
 //! system.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{build_c, cdemo, cdemolib, SDT};
+use usdt_test_support::c::{build_c, cdemo, cdemolib};
+use usdt_test_support::{ready, SDT};
 use usdt_trace::shared_libraries;
 
 /// The files `ldd` lists for `program` (those with a path).
@@ -38,7 +37,7 @@ fn agrees_with_ldd(program: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn the_c_demo_and_its_library() {
-    if !common::ready(&[SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let libs = agrees_with_ldd(&cdemo());
@@ -52,7 +51,7 @@ fn the_c_demo_and_its_library() {
 /// in DT_RUNPATH (the linker's default) or in DT_RPATH.
 #[test]
 fn origin_in_runpath_and_rpath() {
-    if !common::ready(&[SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let lib = cdemolib();

@@ -1,8 +1,9 @@
 //! The note reader against `readelf -n` and against damaged files.
 
-mod common;
+use usdt_test_support::c::cdemo;
+use usdt_test_support::readelf::readelf_notes;
+use usdt_test_support::{ready, SDT};
 
-use common::{cdemo, readelf_notes};
 use usdt_trace::{
     read_file, read_probes, read_sites, Error, Operand, Reg, Reg64, RegWidth, SiteLayout,
 };
@@ -13,7 +14,7 @@ fn cdemo_bytes() -> Vec<u8> {
 
 #[test]
 fn c_probes_agree_with_readelf() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let path = cdemo();
@@ -57,7 +58,7 @@ fn c_probes_agree_with_readelf() {
 
 #[test]
 fn a_moved_base_shifts_location_and_semaphore() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let mut bytes = cdemo_bytes();
@@ -84,7 +85,7 @@ fn find_note_words(bytes: &[u8], location: u64, base: u64) -> Option<usize> {
 
 #[test]
 fn files_that_are_not_64_bit_little_endian_elf_are_errors() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     assert!(matches!(read_sites(b""), Err(Error::NotElf)));
@@ -109,7 +110,7 @@ fn files_that_are_not_64_bit_little_endian_elf_are_errors() {
 
 #[test]
 fn a_file_without_notes_has_no_sites() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let sites = read_file("/proc/self/exe").unwrap();
@@ -143,7 +144,7 @@ fn an_unknown_register_costs_only_its_argument() {
 
 #[test]
 fn damaged_notes_are_skipped_never_panics() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let bytes = cdemo_bytes();
@@ -201,7 +202,7 @@ fn damaged_notes_are_skipped_never_panics() {
 
 #[test]
 fn registers_name_the_full_register() {
-    if !common::ready(&[common::SDT]) {
+    if !ready(&[SDT]) {
         return;
     }
     let sites = read_sites(&cdemo_bytes()).unwrap();
@@ -219,7 +220,7 @@ fn registers_name_the_full_register() {
     assert_eq!(reg.to_string(), "%al");
 }
 
-use common::elf::{elf_with_notes, note, AARCH64, X86_64};
+use usdt_test_support::elf::{elf_with_notes, note, AARCH64, X86_64};
 
 /// `nop; nop5`, as usdt-runtime defines it.
 fn nop_nop5() -> &'static [u8] {

@@ -4,10 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use usdt_test_support::elf;
 use usdt_trace::{read_probes, read_sites, Operand};
-
-#[path = "../../tests/common/elf.rs"]
-mod elf;
 
 fuzz_target!(|data: &[u8]| {
     let _ = read_sites(data);

@@ -76,7 +76,7 @@ pub fn check_notes(path: &Path, expected: &Expected, layout: SiteLayout, what: &
     let probes_section = file.section_by_name(".probes");
 
     // readelf sees as many notes as we do.
-    let readelf = super::run_ok(std::process::Command::new("readelf").arg("-n").arg(path));
+    let readelf = crate::run_ok(std::process::Command::new("readelf").arg("-n").arg(path));
     let readelf = String::from_utf8_lossy(&readelf.stdout);
     assert_eq!(
         readelf.matches("NT_STAPSDT").count(),
@@ -163,7 +163,7 @@ pub fn check_notes(path: &Path, expected: &Expected, layout: SiteLayout, what: &
         }
     }
 
-    super::check_signatures(path, &data, &probes, what);
+    crate::signatures::check_signatures(path, &data, &probes, what);
 
     // Distinct probes, distinct semaphores.
     let mut all: Vec<u64> = semaphore_of.values().flatten().copied().collect();

@@ -1,7 +1,6 @@
 //! A tiny ELF file builder for tests and the fuzz target: one `PT_LOAD`
 //! covering the file, 16 bytes of "code" at 0x80, `.stapsdt.base` at a chosen
 //! address and the given bytes as `.note.stapsdt`.
-#![allow(dead_code)]
 
 /// `EM_X86_64`.
 pub const X86_64: u16 = 62;

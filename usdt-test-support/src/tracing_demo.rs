@@ -1,10 +1,11 @@
-//! Shared by the tests: the example and the `usdt` command, built once per
+//! tracing-usdt's tests: its example and the `usdt` command, built once per
 //! test process, and children run under a time limit.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
+
+use crate::run_ok;
 
 /// Seconds any child may run before `timeout` ends it.
 pub const TIME_LIMIT: &str = "120";
@@ -14,9 +15,9 @@ pub const TIME_LIMIT: &str = "120";
 pub fn programs() -> &'static (PathBuf, PathBuf) {
     static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tracing-usdt-programs");
+        let target = crate::target_tmp().join("tracing-usdt-programs");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        cmd.current_dir(crate::root().join("tracing-usdt"))
             .args(["build", "--quiet", "-p", "tracing-usdt", "-p", "usdt-cli"])
             .args(["--example", "tracing_demo", "--bin", "usdt", "--target-dir"])
             .arg(&target)
@@ -43,21 +44,6 @@ pub fn limited(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new("timeout");
     cmd.args(["-k", "5", TIME_LIMIT]).arg(program);
     cmd
-}
-
-/// Runs a command to completion, failing the test with its output if it fails.
-pub fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// The tracers need root and tracefs; bpftrace also a memlock limit it can

@@ -19,7 +19,7 @@ pub struct Built {
 pub fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let root = super::root();
+        let root = crate::root();
         let src = root.join("tests").join("cdylib");
         let dir = root.join("target").join("shapes").join("cdylib");
         let targets = format!(
@@ -28,9 +28,9 @@ pub fn built() -> &'static Built {
             src.join("lib.rs").display().to_string(),
             src.join("dlopen.rs").display().to_string()
         );
-        let pkg = super::standalone_package(&dir.join("pkg"), "usdt-cdylib", &targets);
+        let pkg = crate::cell::standalone_package(&dir.join("pkg"), "usdt-cdylib", &targets);
         let target_dir = dir.join("target");
-        super::run_ok(
+        crate::run_ok(
             Command::new(env!("CARGO"))
                 .current_dir(&pkg)
                 .args(["build", "--quiet", "--release", "--lib", "--bins"])
@@ -41,7 +41,7 @@ pub fn built() -> &'static Built {
                 .env_remove("CARGO_BUILD_TARGET"),
         );
         let c = target_dir.join("dlopen_c");
-        super::run_ok(
+        crate::run_ok(
             Command::new("cc")
                 .args(["-O2", "-Wall", "-Werror", "-o"])
                 .arg(&c)

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-use super::root;
+use crate::root;
 
 /// The binaries every cell builds: `examples/<name>.rs`.
 pub const CELL_BINS: [&str; 4] = ["types", "demo", "redzone", "gc"];
@@ -281,7 +281,7 @@ pub fn standalone_package(dir: &Path, name: &str, targets: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let root = root();
     let manifest = format!(
-        "# Written by tests/common/cell.rs.\n\
+        "# Written by usdt-test-support/src/cell.rs.\n\
          [package]\n\
          name = \"{name}\"\n\
          version = \"0.0.0\"\n\

@@ -39,7 +39,7 @@ fn attach_all(bin: &Path, pid: u32, point: AttachPoint) -> PerfCounter {
 /// copies was hit exactly once, and that the lazy closure ran only while
 /// traced (the kernel raised the semaphore). Returns the counts.
 pub fn check_types(bin: &Path, point: AttachPoint, what: &str) -> BTreeMap<String, u64> {
-    super::tracing_env();
+    crate::tracing_env();
     let mut child = Command::new(bin)
         .arg("phases")
         .stdin(Stdio::piped())
@@ -93,7 +93,7 @@ pub fn check_types(bin: &Path, point: AttachPoint, what: &str) -> BTreeMap<Strin
 /// through `exec`), attaches to every site of `bin` at `point`, lets it run
 /// to the end and returns its stdout and the hits per probe.
 pub fn count_run(bin: &Path, args: &[&str], point: AttachPoint) -> (String, BTreeMap<String, u64>) {
-    super::tracing_env();
+    crate::tracing_env();
     let mut child = Command::new("sh")
         .arg("-c")
         .arg("read _ && exec \"$0\" \"$@\"")
@@ -166,7 +166,7 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 /// appears), every iteration is counted, and the result is what the
 /// untraced run computes.
 pub fn check_redzone(bin: &Path, what: &str) {
-    super::tracing_env();
+    crate::tracing_env();
     let (untraced, _) = redzone_run(bin, false);
     assert_eq!(field(&untraced, "result"), field(&untraced, "reference"));
     assert_eq!(field(&untraced, "trampoline"), "false", "{untraced}");
