@@ -12,7 +12,7 @@
 //!    one at the nop of a `nop; nop5` site (the trap), one at the long nop
 //!    of a site of the layout this kernel optimizes;
 //! 3. the child hits the optimized site until the kernel rewrote it, then
-//!    times the two sites in turns (2 x 25 ms each) and writes hits and
+//!    times the two sites in turns (2 x 15 ms each) and writes hits and
 //!    nanoseconds back;
 //! 4. the tracer checks that its counters saw exactly those hits.
 //!
@@ -33,7 +33,7 @@ use crate::{KernelFeatures, SiteLayout, Target};
 pub const SPEED_TEST_CACHE: &str = "/run/usdt/speed-test";
 
 /// How long each of the two sites is timed per turn, and how many turns.
-const TURN: Duration = Duration::from_millis(25);
+const TURN: Duration = Duration::from_millis(15);
 const TURNS: usize = 2;
 /// Hits on the optimized site before timing (the kernel rewrites it at the
 /// first).
