@@ -130,7 +130,14 @@ fn runtime_address(pid: u32, exe: &Path, offset: u64) -> Result<u64, String> {
         .ino();
     let maps = usdt_trace::read_maps(pid).map_err(|e| e.to_string())?;
     maps.iter()
-        .find(|m| m.inode == inode && m.offset <= offset && offset - m.offset < m.end - m.start)
+        .find(|m| {
+            // The executable mapping: a linker may map the site's file page
+            // read-only as well.
+            m.inode == inode
+                && m.perms.contains('x')
+                && m.offset <= offset
+                && offset - m.offset < m.end - m.start
+        })
         .map(|m| m.start + (offset - m.offset))
         .ok_or_else(|| {
             format!(
