@@ -22,10 +22,11 @@ use count_engine::{Counter, Engine};
 
 use usdt_trace::bpf::UprobeMulti;
 use usdt_trace::{
-    auto_delta, caps, escape, escape_name, fork_test, glob_match, process_alive, read_file_probes,
-    read_process, read_semaphore, resolve_program, shared_libraries, AttachPoint, Caps, ElfProbes,
-    Error, ExitStatus, KernelFeatures, OptimizedFork, PausedCommand, Site, SiteLayout, Target,
-    UprobeSyscall, FORK_TEST_CACHE, SPEED_TEST_CACHE,
+    auto_delta, auto_delta_here, caps, escape, escape_name, fork_test, glob_match, process_alive,
+    read_file_probes, read_process, read_semaphore, resolve_program, shared_libraries,
+    tracer_features, AttachPoint, Caps, ElfProbes, Error, ExitStatus, KernelFeatures,
+    OptimizedFork, PausedCommand, Site, SiteLayout, Target, UprobeSyscall, FORK_TEST_CACHE,
+    SPEED_TEST_CACHE,
 };
 
 /// The exit status after stdout was closed, as if SIGPIPE had ended us.
@@ -268,12 +269,14 @@ fn errno_name(s: UprobeSyscall) -> String {
 /// Where `Auto` attaches on this kernel, in words (for listings), for a
 /// program with a fork guard or without.
 fn auto_attach_words(layout: SiteLayout, guarded: bool) -> &'static str {
-    let caps = caps();
-    match auto_delta(layout, &caps.auto_inputs(guarded)) {
+    let features = tracer_features();
+    match auto_delta_here(layout, &features, guarded) {
         1 if layout == SiteLayout::NopNop5Nop10 => "+1 (nop5, optimized)",
         6 => "+6 (nop10, optimized)",
-        0 if !caps.features.optimizes(layout) => "nop",
-        0 if caps.fork.verdict != OptimizedFork::ChildSurvives && !guarded => "nop (fork-safe)",
+        0 if !features.optimizes(layout) => "nop",
+        0 if features.optimized_fork != OptimizedFork::ChildSurvives && !guarded => {
+            "nop (fork-safe)"
+        }
         0 => "nop (faster here)",
         _ => "+1 (optimized)",
     }

@@ -120,16 +120,7 @@ pub(crate) fn tracer_delta(
     if point != AttachPoint::Auto {
         return attach_delta(site, point, features);
     }
-    let mut inputs = crate::AutoInputs::of(features);
-    if crate::auto_delta(site.layout, &inputs) == 0 {
-        return Ok(0);
-    }
-    inputs.speed = match crate::speed_test() {
-        Ok(s) if s.optimized_faster() => crate::Speed::OptimizedFaster,
-        Ok(_) => crate::Speed::TrapFaster,
-        Err(_) => crate::Speed::Unmeasured,
-    };
-    Ok(crate::auto_delta(site.layout, &inputs))
+    Ok(crate::caps::auto_delta_here(site.layout, features, false))
 }
 
 /// A site with its uprobe(s) attached.

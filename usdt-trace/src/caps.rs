@@ -83,6 +83,27 @@ impl Caps {
     }
 }
 
+/// Where [`AttachPoint::Auto`](crate::AttachPoint::Auto) attaches a site of
+/// `layout` for a tracer on this machine: [`auto_delta`] with `features`
+/// (a tracer's, with the fork verdict: [`tracer_features`](crate::tracer_features)),
+/// the fork guard as given, and the speed self-test, run only where the
+/// other inputs would take the long nop.
+pub fn auto_delta_here(layout: SiteLayout, features: &KernelFeatures, guarded: bool) -> u64 {
+    let mut inputs = AutoInputs {
+        guarded,
+        ..AutoInputs::of(features)
+    };
+    if auto_delta(layout, &inputs) == 0 {
+        return 0;
+    }
+    inputs.speed = match speed_test() {
+        Ok(s) if s.optimized_faster() => Speed::OptimizedFaster,
+        Ok(_) => Speed::TrapFaster,
+        Err(_) => Speed::Unmeasured,
+    };
+    auto_delta(layout, &inputs)
+}
+
 /// The tracefs directory with `uprobe_events`, if any.
 pub fn tracefs_root() -> Option<PathBuf> {
     ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]

@@ -74,7 +74,7 @@ mod tracefs;
 
 pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, PerfCounter, Target};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
-pub use caps::{auto_delta, caps, tracefs_root, AutoInputs, Caps, Speed};
+pub use caps::{auto_delta, auto_delta_here, caps, tracefs_root, AutoInputs, Caps, Speed};
 pub use command::{resolve_program, ExitStatus, PausedCommand};
 pub use elf::arg::{
     parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
