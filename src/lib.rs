@@ -218,10 +218,13 @@ pub use usdt_runtime::{kind, ProbeArg};
 /// is no probe argument is a compile error naming [`trait@ProbeArg`].
 pub use usdt_macros::ProbeArg;
 
-/// The site layout this build emits: `nop; nop5`, or `nop; nop10` with the
-/// `nop10` feature (on x86-64; other architectures emit a single `nop`).
+/// The site layout this build emits: `nop; nop5`, `nop; nop10` with the
+/// `nop10` feature, or `nop; nop5; nop10` with the `nop5-nop10` feature (on
+/// x86-64; other architectures emit a single `nop`).
 pub const SITE_LAYOUT: SiteLayout = if cfg!(not(target_arch = "x86_64")) {
     SiteLayout::Nop
+} else if cfg!(feature = "nop5-nop10") {
+    SiteLayout::NopNop5Nop10
 } else if cfg!(feature = "nop10") {
     SiteLayout::NopNop10
 } else {

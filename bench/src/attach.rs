@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use usdt_trace::{AttachPoint, Target};
+use usdt_trace::{AttachPoint, SiteLayout, Target};
 
 /// Where a row attaches on its probe's site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +38,8 @@ pub struct Attached {
     location: u64,
     /// The site's bytes in the file.
     original: Vec<u8>,
+    /// The long nop the uprobe is on (`NopNop5` or `NopNop10`), if any.
+    kind: Option<SiteLayout>,
 }
 
 /// Attaches to every site of `probe` (provider, name) in the executable `exe`
@@ -80,8 +82,12 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
         let offset = tracer.sites()[0].offset;
         (Counter::Perf(tracer), offset)
     };
-    let insn = match offset - first.location_offset.unwrap_or(offset) {
-        0 => "nop",
+    let insn = match (
+        offset - first.location_offset.unwrap_or(offset),
+        first.layout,
+    ) {
+        (0, _) => "nop",
+        (1, SiteLayout::NopNop10) | (6, _) => "nop10",
         _ => "nop5",
     };
     let sema = if first.semaphore.is_some() {
@@ -96,8 +102,15 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
     };
     let addr = runtime_address(pid, exe, offset)?;
     let delta = offset - first.location_offset.unwrap_or(offset);
-    // The site's own bytes: the nop and, when there is one, the nop5.
-    let original = first.bytes[..first.bytes.len().min(6)].to_vec();
+    // The site's own bytes: the nop and its long nops.
+    let site_len = first.layout.x86_64_bytes().map_or(6, <[u8]>::len);
+    let original = first.bytes[..first.bytes.len().min(site_len)].to_vec();
+    // Which long nop the uprobe is on, if any (for `optimized`).
+    let kind = match (delta, first.layout) {
+        (0, _) => None,
+        (1, SiteLayout::NopNop10) | (6, _) => Some(SiteLayout::NopNop10),
+        _ => Some(SiteLayout::NopNop5),
+    };
     Ok(Attached {
         describe,
         counter,
@@ -105,6 +118,7 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
         pid,
         location: addr - delta,
         original,
+        kind,
     })
 }
 
@@ -116,7 +130,14 @@ fn runtime_address(pid: u32, exe: &Path, offset: u64) -> Result<u64, String> {
         .ino();
     let maps = usdt_trace::read_maps(pid).map_err(|e| e.to_string())?;
     maps.iter()
-        .find(|m| m.inode == inode && m.offset <= offset && offset - m.offset < m.end - m.start)
+        .find(|m| {
+            // The executable mapping: a linker may map the site's file page
+            // read-only as well.
+            m.inode == inode
+                && m.perms.contains('x')
+                && m.offset <= offset
+                && offset - m.offset < m.end - m.start
+        })
         .map(|m| m.start + (offset - m.offset))
         .ok_or_else(|| {
             format!(
@@ -154,30 +175,35 @@ impl Attached {
         }
     }
 
-    /// Did the kernel optimize the site: is the attached instruction now a
-    /// `call` (`e8`) into a `[uprobes-trampoline]` mapping of the process?
+    /// Did the kernel optimize the site: is the attached long nop now the
+    /// kernel's `call` (after `lea -0x80(%rsp),%rsp` for a nop10) into a
+    /// `[uprobes-trampoline]` mapping of the process? (usdt-trace's
+    /// `site_rewrite`, the one recogniser.)
     pub fn optimized(&self) -> bool {
-        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).unwrap_or_default();
-        let Some(trampoline) = maps.lines().find(|l| l.ends_with("[uprobes-trampoline]")) else {
-            return false;
-        };
-        let Some((lo, hi)) = trampoline
-            .split_whitespace()
-            .next()
-            .and_then(|r| r.split_once('-'))
-        else {
-            return false;
-        };
-        let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else {
-            return false;
-        };
-        let mut insn = [0u8; 5];
-        if read_mem(self.pid, self.addr, &mut insn).is_err() || insn[0] != 0xe8 {
-            return false;
-        }
-        let rel = i32::from_le_bytes([insn[1], insn[2], insn[3], insn[4]]);
-        let target = self.addr.wrapping_add(5).wrapping_add(rel as i64 as u64);
-        (lo..hi).contains(&target)
+        self.kind.is_some_and(|kind| {
+            usdt_trace::site_rewrite(self.pid, self.addr, kind).is_ok_and(|r| r.optimized)
+        })
+    }
+}
+
+/// Where `Auto` attaches this build's sites on this machine, and the
+/// self-tests it decided from.
+pub fn auto_choice() -> crate::report::Auto {
+    let caps = usdt_trace::caps();
+    let layout = usdt::SITE_LAYOUT;
+    let fork = match caps.fork.verdict {
+        usdt_trace::OptimizedFork::ChildSurvives => "a forked child survives".to_string(),
+        usdt_trace::OptimizedFork::ChildDies => "a forked child dies".to_string(),
+        usdt_trace::OptimizedFork::Untested => format!("untested: {}", caps.fork.why),
+    };
+    crate::report::Auto {
+        layout: layout.name().into(),
+        delta: usdt_trace::auto_delta(layout, &caps.auto_inputs(false)),
+        fork,
+        speed: match caps.speed {
+            Ok(s) => Ok((s.trap, s.optimized)),
+            Err(why) => Err(why.clone()),
+        },
     }
 }
 

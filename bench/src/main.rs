@@ -235,6 +235,7 @@ fn run(opts: Options) -> Result<(), String> {
         idle: Ok(BTreeMap::new()),
         others: 0.0,
         many: Err("not run".into()),
+        auto: None,
     };
     if let Err(e) = &c_loop {
         jobs.retain(|(key, _, _)| *key != "c-sdt");
@@ -320,6 +321,9 @@ fn run(opts: Options) -> Result<(), String> {
     bar.set_message("many sites");
     if bar.is_hidden() {
         eprintln!("bench: the many-sites section ...");
+    }
+    if no_attach.is_none() {
+        report.auto = Some(attach::auto_choice());
     }
     report.many = many::run(opts.plan.runs == 1);
     bar.finish_and_clear();

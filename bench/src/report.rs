@@ -48,6 +48,22 @@ pub struct Report {
     /// The many-sites section (rows, and the runs that failed), or why it
     /// did not run.
     pub many: Many,
+    /// Where `Auto` attaches this build's sites and why: the layout, the
+    /// fork and speed self-tests (`None` where nothing attached).
+    pub auto: Option<Auto>,
+}
+
+/// What `Auto` decided for the bench's own sites, and from what.
+#[derive(Clone, Debug)]
+pub struct Auto {
+    /// The build's site layout (`nop;nop5`, `nop;nop10`, `nop;nop5;nop10`).
+    pub layout: String,
+    /// Bytes past Location where `Auto` attaches (0: the nop).
+    pub delta: u64,
+    /// The fork self-test's verdict, in words.
+    pub fork: String,
+    /// The speed self-test: trap and optimized M/s, or why there are none.
+    pub speed: Result<(f64, f64), String>,
 }
 
 /// The many-sites section's outcome.
@@ -94,6 +110,23 @@ impl Report {
             self.plan.runs,
             self.plan.run_time.as_secs_f64()
         );
+        if let Some(auto) = &self.auto {
+            let speed = match &auto.speed {
+                Ok((trap, optimized)) => {
+                    format!("trap {trap:.3} M/s, optimized {optimized:.3} M/s")
+                }
+                Err(why) => format!("not measured: {why}"),
+            };
+            s += &format!(
+                "# auto on this build's {} sites: {} (fork self-test: {}; speed self-test: {speed})\n",
+                auto.layout,
+                match auto.delta {
+                    0 => "the nop".to_string(),
+                    d => format!("Location + {d}"),
+                },
+                auto.fork
+            );
+        }
         s += &format!(
             "{:<15}   {:>22}  {:<16} {:<9} {:<12} {}\n",
             "row", "mean ± sd", "attach", "optimized", "vs c-sdt-nop", "vs syscall"
@@ -207,6 +240,14 @@ impl Report {
                 doc["idle_instructions"] = json!({});
                 doc["idle_instructions_skipped"] = json!(why);
             }
+        }
+        if let Some(auto) = &self.auto {
+            doc["auto"] = json!({
+                "layout": auto.layout,
+                "delta": auto.delta,
+                "fork_test": auto.fork,
+                "speed_test": auto.speed.as_ref().ok().map(|(t, o)| json!({"trap": t, "optimized": o})),
+            });
         }
         match &self.many {
             Ok((rows, _)) => doc["many_sites"] = crate::many::json(rows),

@@ -41,11 +41,11 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Say what this kernel can do for USDT probes
     ///
-    /// The uprobe syscall, BPF uprobe_multi links, the fork self-test, where
-    /// `--attach auto` goes on each site layout, the uprobe PMU and
-    /// kernel-maintained semaphores.
-    #[command(after_help = "Example:\n  usdt features")]
-    Features,
+    /// The uprobe syscall, BPF uprobe_multi links, the fork and speed
+    /// self-tests, where `--attach auto` goes on each site layout, the
+    /// uprobe PMU and kernel-maintained semaphores.
+    #[command(after_help = "Examples:\n  usdt features\n  usdt features --json")]
+    Features(FeaturesArgs),
     /// List the probes of a binary or of a process
     ///
     /// One row per probe (a #[usdt::provider] probe with its parameters):
@@ -102,6 +102,14 @@ Example:
 }
 
 /// `usdt list`.
+/// `usdt features`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct FeaturesArgs {
+    /// Print one JSON object (its keys are described in usdt-trace's README)
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 #[derive(Args, Debug)]
 #[command(
     group(ArgGroup::new("target").required(true).args(["pid", "binary"])),

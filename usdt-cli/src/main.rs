@@ -16,15 +16,17 @@ mod count_engine;
 mod trace_cmd;
 mod typed;
 
-use args::{Cli, Command, CountArgs, ListArgs, TraceArgs};
+use args::{Cli, Command, CountArgs, FeaturesArgs, ListArgs, TraceArgs};
 use closest::closest;
 use count_engine::{Counter, Engine};
 
+use usdt_trace::bpf::UprobeMulti;
 use usdt_trace::{
-    escape, escape_name, fork_test, glob_match, process_alive, read_file_probes, read_process,
-    read_semaphore, resolve_program, shared_libraries, tracer_features, AttachPoint, ElfProbes,
-    Error, ExitStatus, KernelFeatures, OptimizedFork, PausedCommand, Site, SiteLayout, Target,
-    UprobeSyscall, FORK_TEST_CACHE,
+    auto_delta, auto_delta_here, caps, escape, escape_name, fork_test, glob_match, process_alive,
+    read_file_probes, read_process, read_semaphore, resolve_program, shared_libraries,
+    tracer_features, AttachPoint, Caps, ElfProbes, Error, ExitStatus, KernelFeatures,
+    OptimizedFork, PausedCommand, Site, SiteLayout, Target, UprobeSyscall, FORK_TEST_CACHE,
+    SPEED_TEST_CACHE,
 };
 
 /// The exit status after stdout was closed, as if SIGPIPE had ended us.
@@ -78,7 +80,7 @@ macro_rules! out {
 
 fn run(command: Command) -> Result<i32, Error> {
     match command {
-        Command::Features => features(),
+        Command::Features(args) => features(args),
         Command::List(args) => list(args),
         Command::Count(args) => count(args),
         Command::Trace(args) => trace_cmd::trace(args),
@@ -86,8 +88,13 @@ fn run(command: Command) -> Result<i32, Error> {
     }
 }
 
-fn features() -> Result<i32, Error> {
-    let f = KernelFeatures::detect();
+fn features(args: FeaturesArgs) -> Result<i32, Error> {
+    let caps = caps();
+    if args.json {
+        out!("{}", features_json(caps));
+        return Ok(0);
+    }
+    let f = caps.features;
     let syscall = match f.uprobe_syscall {
         UprobeSyscall::Absent => {
             "absent (uprobes are never optimized; kernels before 6.18)".to_string()
@@ -106,16 +113,12 @@ fn features() -> Result<i32, Error> {
         }
     };
     out!("uprobe syscall: {syscall}");
-    out!(
-        "BPF uprobe_multi links: {}",
-        usdt_trace::bpf::uprobe_multi_support()
-    );
+    out!("BPF uprobe_multi links: {}", caps.uprobe_multi);
     match f.optimized_layout() {
-        Some(layout) => out!("optimized site layout: {layout} (a uprobe at Location + 1)"),
+        Some(layout) => out!("optimized site layout: {layout} (a uprobe at its long nop)"),
         None => out!("optimized site layout: none"),
     }
-    let test = fork_test();
-    let f = tracer_features();
+    let test = caps.fork;
     let verdict = match test.verdict {
         OptimizedFork::ChildSurvives => "the child survives",
         OptimizedFork::ChildDies => "the child dies",
@@ -130,10 +133,37 @@ fn features() -> Result<i32, Error> {
         "fork after an optimized hit: {verdict} ({}{source})",
         test.why
     );
-    for layout in [SiteLayout::NopNop5, SiteLayout::NopNop10, SiteLayout::Nop] {
+    match caps.speed {
+        Ok(s) => {
+            let source = match (s.cached, s.took) {
+                (true, _) => format!("cached for this boot in {SPEED_TEST_CACHE}"),
+                (false, Some(t)) => format!("self-test took {} ms", t.as_millis()),
+                (false, None) => String::new(),
+            };
+            let faster = if s.optimized_faster() {
+                "the optimized path is faster"
+            } else {
+                "the trap is as fast or faster"
+            };
+            out!(
+                "speed on this machine: trap (nop) {:.3} M/s, optimized ({}) {:.3} M/s: {faster} ({source})",
+                s.trap,
+                s.layout,
+                s.optimized
+            );
+        }
+        Err(why) => out!("speed on this machine: not measured ({why})"),
+    }
+    for layout in LAYOUTS {
         out!(
             "auto attach on a {layout} site: {}",
-            auto_attach_words(layout, &f)
+            auto_attach_words(layout, false)
+        );
+    }
+    for layout in LAYOUTS.into_iter().filter(|l| l.has_long_nop()) {
+        out!(
+            "auto attach on a {layout} site of a program with a fork guard: {}",
+            auto_attach_words(layout, true)
         );
     }
     match f.uprobe_pmu_type {
@@ -150,14 +180,105 @@ fn features() -> Result<i32, Error> {
     Ok(0)
 }
 
-/// Where `Auto` attaches on this kernel, in words (for listings).
-fn auto_attach_words(layout: SiteLayout, features: &KernelFeatures) -> &'static str {
-    if features.attach_after_nop(layout) {
-        "+1 (optimized)"
-    } else if features.optimizes(layout) {
-        "nop (fork-safe)"
-    } else {
-        "nop"
+/// The layouts `usdt features` reports on.
+const LAYOUTS: [SiteLayout; 4] = [
+    SiteLayout::NopNop5,
+    SiteLayout::NopNop10,
+    SiteLayout::NopNop5Nop10,
+    SiteLayout::Nop,
+];
+
+/// `usdt features --json`: one object (keys in usdt-trace's README).
+fn features_json(caps: &Caps) -> serde_json::Value {
+    use serde_json::json;
+    let f = &caps.features;
+    let optimizes = f.optimized_layout().map(|l| match l {
+        SiteLayout::NopNop10 => "nop10",
+        _ => "nop5",
+    });
+    let fork = match caps.fork.verdict {
+        OptimizedFork::ChildSurvives => "safe",
+        OptimizedFork::ChildDies => "child dies",
+        OptimizedFork::Untested => "untested",
+    };
+    let speed = match caps.speed {
+        Ok(s) => json!({"trap": round3(s.trap), "optimized": round3(s.optimized)}),
+        Err(_) => serde_json::Value::Null,
+    };
+    let attach = |guarded: bool| {
+        let inputs = caps.auto_inputs(guarded);
+        let at = |layout| auto_delta(layout, &inputs);
+        let word = |delta| if delta == 0 { "nop" } else { "next" };
+        let both = match at(SiteLayout::NopNop5Nop10) {
+            0 => "nop",
+            6 => "next10",
+            _ => "next5",
+        };
+        json!({
+            "nop5": word(at(SiteLayout::NopNop5)),
+            "nop10": word(at(SiteLayout::NopNop10)),
+            "nop5_nop10": both,
+        })
+    };
+    json!({
+        "kernel": caps.kernel,
+        "machine": caps.machine,
+        "uprobe_syscall": errno_name(f.uprobe_syscall),
+        "optimizes": optimizes,
+        "uprobe_multi": matches!(caps.uprobe_multi, UprobeMulti::Process | UprobeMulti::ThreadOnly),
+        "uprobe_pmu": f.uprobe_pmu_type.is_some(),
+        "kernel_semaphores": f.kernel_semaphores,
+        "tracefs": caps.tracefs.is_some(),
+        "fork_test": fork,
+        "fork_test_why": caps.fork.why,
+        "speed_test": speed,
+        "speed_test_why": caps.speed.as_ref().err(),
+        "default_attach": attach(false),
+        "default_attach_guarded": attach(true),
+    })
+}
+
+/// A rate to 3 decimals, as printed.
+fn round3(rate: f64) -> f64 {
+    (rate * 1000.0).round() / 1000.0
+}
+
+/// What `syscall(336)` said, as the errno's name.
+fn errno_name(s: UprobeSyscall) -> String {
+    let e = match s {
+        UprobeSyscall::Absent => return "ENOSYS".into(),
+        UprobeSyscall::OptimizesNop5 => return "ENXIO".into(),
+        UprobeSyscall::OptimizesNop10 => return "EPROTO".into(),
+        UprobeSyscall::Unknown(e) => e,
+    };
+    let name = match e {
+        0 => "success",
+        libc::EPERM => "EPERM",
+        libc::EINVAL => "EINVAL",
+        libc::EFAULT => "EFAULT",
+        libc::EACCES => "EACCES",
+        libc::ENOMEM => "ENOMEM",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EBUSY => "EBUSY",
+        libc::ENOENT => "ENOENT",
+        _ => return format!("errno {e}"),
+    };
+    name.into()
+}
+
+/// Where `Auto` attaches on this kernel, in words (for listings), for a
+/// program with a fork guard or without.
+fn auto_attach_words(layout: SiteLayout, guarded: bool) -> &'static str {
+    let features = tracer_features();
+    match auto_delta_here(layout, &features, guarded) {
+        1 if layout == SiteLayout::NopNop5Nop10 => "+1 (nop5, optimized)",
+        6 => "+6 (nop10, optimized)",
+        0 if !features.optimizes(layout) => "nop",
+        0 if features.optimized_fork != OptimizedFork::ChildSurvives && !guarded => {
+            "nop (fork-safe)"
+        }
+        0 => "nop (faster here)",
+        _ => "+1 (optimized)",
     }
 }
 
@@ -278,7 +399,6 @@ fn print_table(
     with_sites: bool,
     semaphore_value: &dyn Fn(u64) -> Option<u16>,
 ) -> Result<(), Error> {
-    let features = &tracer_features();
     let mut probes: BTreeMap<String, Vec<&Site>> = BTreeMap::new();
     for site in sites {
         probes
@@ -306,7 +426,7 @@ fn print_table(
             None => "-".into(),
         };
         let attach = if sites.iter().all(|s| s.layout == first.layout) {
-            auto_attach_words(first.layout, features)
+            auto_attach_words(first.layout, false)
         } else {
             "per site"
         };

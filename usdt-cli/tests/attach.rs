@@ -60,7 +60,9 @@ fn rust_probes_at(point: AttachPoint) -> bool {
         raises(&tracer, serve.pid, &exe, "lazy")
     );
     let plus_one = match point {
-        AttachPoint::Auto => tracer_features().attach_after_nop(SiteLayout::NopNop5),
+        AttachPoint::Auto => {
+            usdt_trace::auto_delta_here(SiteLayout::NopNop5, &tracer_features(), false) == 1
+        }
         AttachPoint::Nop => false,
         AttachPoint::Next => true,
     };
@@ -75,6 +77,13 @@ fn rust_probes_at(point: AttachPoint) -> bool {
         "{point:?}"
     );
     let trampoline = serve.has_trampoline();
+    // The same answer from the sites' bytes: a long nop rewritten into the
+    // kernel's call into that trampoline (usdt_trace::site_rewrite).
+    let optimized = sites.iter().filter(|s| within_page(s)).any(|s| {
+        usdt_trace::site_rewrite(serve.pid, s.location + bias + 1, SiteLayout::NopNop5)
+            .is_ok_and(|r| r.optimized)
+    });
+    assert_eq!(optimized, trampoline, "{point:?}");
 
     drop(tracer);
     assert_eq!(

@@ -4,6 +4,8 @@
 //! 990:  90                 nop     <- the note's Location: every tracer may attach here
 //!       0f 1f 44 00 00     nop5    <- Location + 1: where the kernel optimizes a uprobe
 //!                                     (feature `nop10`: 66 2e 0f 1f 84 00 00 00 00 00)
+//!                                     (feature `nop5-nop10`: the nop5, then the nop10
+//!                                      at Location + 6)
 //!
 //! .note.stapsdt (one note per emitted site, exactly as sys/sdt.h writes it;
 //! SHF_LINK_ORDER to the site's text section, so the linker's --gc-sections
@@ -146,17 +148,19 @@ fn byte_directive(bytes: &[u8]) -> String {
 
 fn x86_64_template(site: &Site) -> Vec<String> {
     use usdt_runtime::site::{NOP, NOP10, NOP5, X86_64_LOW8_WRITTEN_WHOLE};
-    let long_nop: &[u8] = if cfg!(feature = "nop10") {
-        &NOP10
+    // `nop5-nop10` carries both long nops (the nop5 at Location + 1, the
+    // nop10 at Location + 6), so that each kernel generation finds its own.
+    let long_nops: &[&[u8]] = if cfg!(feature = "nop5-nop10") {
+        &[&NOP5, &NOP10]
+    } else if cfg!(feature = "nop10") {
+        &[&NOP10]
     } else {
-        &NOP5
+        &[&NOP5]
     };
     // The bytes are spelled out: an assembler is free to shorten a mnemonic
     // `nopl 0x0(%rax,%rax,1)`, and the kernel optimizes only these encodings.
-    let mut l = vec![
-        format!("990: {}", byte_directive(&NOP)),
-        byte_directive(long_nop),
-    ];
+    let mut l = vec![format!("990: {}", byte_directive(&NOP))];
+    l.extend(long_nops.iter().map(|b| byte_directive(b)));
     base_reloc(&mut l);
     // `.irp r, %r8b, %r9b, ...`: the low bytes a note names by the whole
     // register (see `X86_64_LOW8_WRITTEN_WHOLE`).

@@ -16,6 +16,11 @@ pub enum SiteLayout {
     /// `nop; nop10` (`90 66 2e 0f 1f 84 00 00 00 00 00`): the 7.3 kernel
     /// series optimizes a uprobe placed at Location + 1.
     NopNop10,
+    /// `nop; nop5; nop10` (`90`, `0f 1f 44 00 00`, `66 2e 0f 1f 84 00 00 00 00
+    /// 00`): both long nops, so that each kernel generation finds the one it
+    /// optimizes, the nop5 at Location + 1 (Linux 6.18 to 7.2) or the nop10
+    /// at Location + 6 (the 7.3 series).
+    NopNop5Nop10,
     /// A single `nop` (x86 `90`, aarch64 `d503201f`), as sys/sdt.h emits.
     Nop,
     /// A `nop5` alone (`0f 1f 44 00 00`), as the kernel's BPF selftests
@@ -29,14 +34,32 @@ impl SiteLayout {
     /// Whether a long nop follows the first nop, so that a uprobe may be
     /// placed at Location + 1.
     pub const fn has_long_nop(self) -> bool {
-        matches!(self, SiteLayout::NopNop5 | SiteLayout::NopNop10)
+        matches!(
+            self,
+            SiteLayout::NopNop5 | SiteLayout::NopNop10 | SiteLayout::NopNop5Nop10
+        )
     }
 
-    /// A short name: `nop;nop5`, `nop;nop10`, `nop`, `nop5` or `other`.
+    /// Where past Location the long nop of `kind` (`NopNop5` or `NopNop10`)
+    /// starts in a site of this layout, if it has one: 1 for `nop; nop5` and
+    /// `nop; nop10`; 1 (the nop5) and 6 (the nop10) for `nop; nop5; nop10`.
+    pub const fn long_nop_at(self, kind: SiteLayout) -> Option<u64> {
+        match (self, kind) {
+            (SiteLayout::NopNop5, SiteLayout::NopNop5)
+            | (SiteLayout::NopNop10, SiteLayout::NopNop10)
+            | (SiteLayout::NopNop5Nop10, SiteLayout::NopNop5) => Some(1),
+            (SiteLayout::NopNop5Nop10, SiteLayout::NopNop10) => Some(6),
+            _ => None,
+        }
+    }
+
+    /// A short name: `nop;nop5`, `nop;nop10`, `nop;nop5;nop10`, `nop`, `nop5`
+    /// or `other`.
     pub const fn name(self) -> &'static str {
         match self {
             SiteLayout::NopNop5 => "nop;nop5",
             SiteLayout::NopNop10 => "nop;nop10",
+            SiteLayout::NopNop5Nop10 => "nop;nop5;nop10",
             SiteLayout::Nop => "nop",
             SiteLayout::Nop5 => "nop5",
             SiteLayout::Other => "other",
@@ -146,11 +169,20 @@ impl KernelFeatures {
         }
     }
 
-    /// Whether this kernel optimizes a uprobe at Location + 1 of a site of
-    /// this layout (the table in the README's "The probe site"): only for
-    /// exactly the layout it optimizes.
+    /// Whether this kernel optimizes a uprobe on a long nop of a site of
+    /// this layout (the table in the README's "The probe site"): for the
+    /// layout it optimizes, and for `nop; nop5; nop10`, which carries both.
     pub fn optimizes(&self, layout: SiteLayout) -> bool {
-        layout.has_long_nop() && self.optimized_layout() == Some(layout)
+        self.optimized_offset(layout).is_some()
+    }
+
+    /// Where past Location the long nop this kernel optimizes lies in a site
+    /// of this layout: 1 or 6, or `None` where it optimizes none of them.
+    pub const fn optimized_offset(&self, layout: SiteLayout) -> Option<u64> {
+        match self.optimized_layout() {
+            Some(kind) => layout.long_nop_at(kind),
+            None => None,
+        }
     }
 
     /// Whether a tracer attaches at Location + 1 (the long nop) on a site of
@@ -369,6 +401,14 @@ mod tests {
         let nop10 = f(UprobeSyscall::OptimizesNop10);
         assert!(!nop10.attach_after_nop(SiteLayout::NopNop5));
         assert!(nop10.attach_after_nop(SiteLayout::NopNop10));
+        // Both long nops: each kernel finds its own.
+        assert_eq!(nop5.optimized_offset(SiteLayout::NopNop5Nop10), Some(1));
+        assert_eq!(nop10.optimized_offset(SiteLayout::NopNop5Nop10), Some(6));
+        assert_eq!(nop10.optimized_offset(SiteLayout::NopNop5), None);
+        assert_eq!(
+            f(UprobeSyscall::Absent).optimized_offset(SiteLayout::NopNop5Nop10),
+            None
+        );
         for layout in [SiteLayout::Nop, SiteLayout::Other, SiteLayout::NopNop5] {
             assert!(!f(UprobeSyscall::Absent).attach_after_nop(layout));
             assert!(!f(UprobeSyscall::Unknown(1)).attach_after_nop(layout));

@@ -7,6 +7,8 @@
 //! Location:      90                              nop   (every tracer may attach here)
 //! Location + 1:  0f 1f 44 00 00                  nop5  (Linux 6.18 - 7.2 optimize a uprobe here)
 //!           or:  66 2e 0f 1f 84 00 00 00 00 00   nop10 (the 7.3 series optimizes a uprobe here)
+//!           or:  0f 1f 44 00 00                  nop5, then at Location + 6
+//!                66 2e 0f 1f 84 00 00 00 00 00   nop10 (`nop; nop5; nop10`: both)
 //! ```
 
 use crate::SiteLayout;
@@ -26,8 +28,8 @@ pub const NOP10: [u8; 10] = [0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x0
 /// aarch64 `nop` (`d503201f`, little-endian), as sys/sdt.h emits it.
 pub const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
 
-/// The longest site: `nop; nop10`.
-pub const SITE_BYTES: usize = NOP.len() + NOP10.len();
+/// The longest site: `nop; nop5; nop10`.
+pub const SITE_BYTES: usize = NOP.len() + NOP5.len() + NOP10.len();
 
 /// The most arguments a probe's note describes: sys/sdt.h's `STAP_PROBE12`,
 /// libbpf's `USDT_MAX_ARG_CNT` and gdb's `$_probe_arg0` to `$_probe_arg11`
@@ -65,14 +67,31 @@ impl SiteLayout {
     pub const fn x86_64_bytes(self) -> Option<&'static [u8]> {
         const NOP_NOP5: [u8; 6] = concat_nop(NOP5);
         const NOP_NOP10: [u8; 11] = concat_nop(NOP10);
+        const NOP_NOP5_NOP10: [u8; 16] = concat_nop(concat_long(NOP5, NOP10));
         match self {
             SiteLayout::NopNop5 => Some(&NOP_NOP5),
             SiteLayout::NopNop10 => Some(&NOP_NOP10),
+            SiteLayout::NopNop5Nop10 => Some(&NOP_NOP5_NOP10),
             SiteLayout::Nop => Some(&NOP),
             SiteLayout::Nop5 => Some(&NOP5),
             SiteLayout::Other => None,
         }
     }
+}
+
+/// `nop5` followed by `nop10`.
+const fn concat_long(nop5: [u8; 5], nop10: [u8; 10]) -> [u8; 15] {
+    let mut out = [0u8; 15];
+    let mut i = 0;
+    while i < 5 {
+        out[i] = nop5[i];
+        i += 1;
+    }
+    while i < 15 {
+        out[i] = nop10[i - 5];
+        i += 1;
+    }
+    out
 }
 
 /// `nop` followed by `long_nop`.
@@ -110,7 +129,15 @@ mod tests {
         );
         assert_eq!(
             SiteLayout::NopNop10.x86_64_bytes().map(<[u8]>::len),
-            Some(SITE_BYTES)
+            Some(11)
+        );
+        let both = SiteLayout::NopNop5Nop10.x86_64_bytes().unwrap();
+        assert_eq!(both.len(), SITE_BYTES);
+        assert_eq!(both[1..6], NOP5);
+        assert_eq!(both[6..], NOP10);
+        assert_eq!(
+            SiteLayout::NopNop5Nop10.long_nop_at(SiteLayout::NopNop10),
+            Some(6)
         );
         assert!(page_size() >= 4096);
     }

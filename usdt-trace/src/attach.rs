@@ -56,7 +56,13 @@ pub enum Target {
     AllProcesses,
 }
 
-/// How far past Location the uprobe goes for `point` on this kernel: 0 or 1.
+/// How far past Location the uprobe goes for `point` on this kernel: 0, 1,
+/// or 6 (the nop10 of a `nop; nop5; nop10` site).
+///
+/// [`AttachPoint::Auto`] follows [`auto_delta`](crate::auto_delta) with what
+/// `features` says (the errno and the fork verdict), with no speed measured
+/// and no fork guard; a tracer's own attach also weighs the speed
+/// self-test ([`caps`](crate::caps)).
 pub fn attach_delta(
     site: &Site,
     point: AttachPoint,
@@ -64,7 +70,10 @@ pub fn attach_delta(
 ) -> Result<u64, Error> {
     match point {
         AttachPoint::Nop => Ok(0),
-        AttachPoint::Auto => Ok(features.attach_after_nop(site.layout) as u64),
+        AttachPoint::Auto => Ok(crate::auto_delta(
+            site.layout,
+            &crate::AutoInputs::of(features),
+        )),
         // Kernels before the 7.3 series refuse a uprobe on nop10 (its CS
         // prefix) when they install it, which for a program not yet started
         // is silent: say so now.
@@ -76,6 +85,11 @@ pub fn attach_delta(
                 probe: site.probe(),
                 location: site.location,
             })
+        }
+        // Both long nops: the one this kernel optimizes, else the nop5
+        // (emulated since Linux 6.16).
+        AttachPoint::Next if site.layout == SiteLayout::NopNop5Nop10 => {
+            Ok(features.optimized_offset(site.layout).unwrap_or(1))
         }
         AttachPoint::Next if site.layout.has_long_nop() => Ok(1),
         AttachPoint::Next => Err(Error::NoLongNop {
@@ -93,6 +107,20 @@ pub(crate) fn features_for(point: AttachPoint) -> KernelFeatures {
         AttachPoint::Auto => crate::tracer_features(),
         _ => KernelFeatures::detect(),
     }
+}
+
+/// [`attach_delta`] as a tracer attaches: for [`AttachPoint::Auto`], where
+/// the kernel's table and the fork verdict would take the long nop, the
+/// speed self-test decides too (run only then).
+pub(crate) fn tracer_delta(
+    site: &Site,
+    point: AttachPoint,
+    features: &KernelFeatures,
+) -> Result<u64, Error> {
+    if point != AttachPoint::Auto {
+        return attach_delta(site, point, features);
+    }
+    Ok(crate::caps::auto_delta_here(site.layout, features, false))
 }
 
 /// A site with its uprobe(s) attached.
@@ -399,7 +427,7 @@ impl<'a> Uprobe<'a> {
         path: &Path,
         c_path: &'a CString,
     ) -> Result<Uprobe<'a>, Error> {
-        let delta = attach_delta(site, point, features)?;
+        let delta = tracer_delta(site, point, features)?;
         let location = site.location_offset.ok_or_else(|| Error::NotLoaded {
             probe: site.probe(),
             location: site.location,
@@ -541,6 +569,26 @@ mod tests {
         assert_eq!(delta(Next, Nop, UprobeSyscall::OptimizesNop5), None);
         assert_eq!(delta(Next, Other, UprobeSyscall::OptimizesNop5), None);
         assert_eq!(delta(Auto, Other, UprobeSyscall::OptimizesNop5), Some(0));
+        // Both long nops: each kernel's own.
+        use SiteLayout::NopNop5Nop10;
+        assert_eq!(
+            delta(Auto, NopNop5Nop10, UprobeSyscall::OptimizesNop5),
+            Some(1)
+        );
+        assert_eq!(
+            delta(Auto, NopNop5Nop10, UprobeSyscall::OptimizesNop10),
+            Some(6)
+        );
+        assert_eq!(delta(Auto, NopNop5Nop10, UprobeSyscall::Absent), Some(0));
+        assert_eq!(
+            delta(Next, NopNop5Nop10, UprobeSyscall::OptimizesNop10),
+            Some(6)
+        );
+        assert_eq!(
+            delta(Next, NopNop5Nop10, UprobeSyscall::OptimizesNop5),
+            Some(1)
+        );
+        assert_eq!(delta(Next, NopNop5Nop10, UprobeSyscall::Absent), Some(1));
         // Where a forked child dies, or nobody knows: the nop.
         for fork in [
             crate::OptimizedFork::ChildDies,

@@ -56,6 +56,7 @@ mod arch;
 mod attach;
 pub mod bpf;
 mod bpftrace;
+mod caps;
 mod command;
 mod elf;
 mod error;
@@ -65,12 +66,15 @@ mod ldso;
 mod perf;
 mod process;
 mod record;
+mod rewrite;
 mod sample;
 mod selftest;
+mod speedtest;
 mod tracefs;
 
 pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, PerfCounter, Target};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
+pub use caps::{auto_delta, auto_delta_here, caps, tracefs_root, AutoInputs, Caps, Speed};
 pub use command::{resolve_program, ExitStatus, PausedCommand};
 pub use elf::arg::{
     parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
@@ -92,9 +96,14 @@ pub use process::{
     read_semaphore, MappedObject, Mapping,
 };
 pub use record::{Recorder, Recording};
+pub use rewrite::{
+    long_nop_state, site_rewrite, trampoline_ranges, LongNop, SiteRewrite, CALL_REL32, INT3,
+    JMP_REL8, LEA_RSP_MINUS_128,
+};
 pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
+pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
 pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

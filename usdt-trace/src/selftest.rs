@@ -124,7 +124,7 @@ pub fn fork_test() -> &'static ForkTest {
 }
 
 /// `BOOT_ID RELEASE LAYOUT`, if the boot id and release can be read.
-fn cache_key(layout: SiteLayout) -> Option<String> {
+pub(crate) fn cache_key(layout: SiteLayout) -> Option<String> {
     let boot = read_small("/proc/sys/kernel/random/boot_id")?;
     let release = read_small("/proc/sys/kernel/osrelease")?;
     let word = |s: String| s.trim().replace(char::is_whitespace, "_");
@@ -133,9 +133,8 @@ fn cache_key(layout: SiteLayout) -> Option<String> {
 
 /// The verdict for `key` from the cache file, if it has one.
 fn read_cache(key: &str) -> Option<ForkTest> {
-    let text = read_small(FORK_TEST_CACHE)?;
-    let line = text.lines().find(|l| l.starts_with(key))?;
-    let mut rest = line[key.len()..].trim_start().splitn(2, ' ');
+    let rest = read_cache_line(FORK_TEST_CACHE, key)?;
+    let mut rest = rest.splitn(2, ' ');
     let verdict = match rest.next()? {
         "survives" => OptimizedFork::ChildSurvives,
         "dies" => OptimizedFork::ChildDies,
@@ -150,34 +149,50 @@ fn read_cache(key: &str) -> Option<ForkTest> {
     })
 }
 
+/// What follows `key` on its line of the cache file `file`, if any.
+pub(crate) fn read_cache_line(file: &str, key: &str) -> Option<String> {
+    let text = read_small(file)?;
+    let line = text.lines().find(|l| {
+        l.strip_prefix(key)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+    })?;
+    Some(line[key.len()..].trim_start().to_string())
+}
+
 fn layout_named(name: &str) -> Option<SiteLayout> {
-    [SiteLayout::NopNop5, SiteLayout::NopNop10]
-        .into_iter()
-        .find(|l| l.name() == name)
+    [
+        SiteLayout::NopNop5,
+        SiteLayout::NopNop10,
+        SiteLayout::NopNop5Nop10,
+    ]
+    .into_iter()
+    .find(|l| l.name() == name)
 }
 
 /// Replaces the cache with this boot's lines plus the new one (best effort:
 /// without the right to write there, the next tracer tests again).
 fn write_cache(key: &str, test: &ForkTest) {
+    let verdict = match test.verdict {
+        OptimizedFork::ChildSurvives => "survives",
+        _ => "dies",
+    };
+    let value = format!("{verdict} {}", test.why.replace('\n', " "));
+    write_cache_line(FORK_TEST_CACHE, key, &value);
+}
+
+/// Replaces `file` with its lines of this boot (the first word of `key`)
+/// other than `key`'s, plus `key value` (best effort).
+pub(crate) fn write_cache_line(file: &str, key: &str, value: &str) {
     let boot = key.split(' ').next().unwrap_or("");
-    let old = read_small(FORK_TEST_CACHE).unwrap_or_default();
+    let old = read_small(file).unwrap_or_default();
     let mut text: String = old
         .lines()
         .filter(|l| l.starts_with(boot) && !l.starts_with(key))
         .map(|l| format!("{l}\n"))
         .collect();
-    let verdict = match test.verdict {
-        OptimizedFork::ChildSurvives => "survives",
-        _ => "dies",
-    };
-    text.push_str(&format!(
-        "{key} {verdict} {}\n",
-        test.why.replace('\n', " ")
-    ));
-    let dir = std::path::Path::new(FORK_TEST_CACHE)
-        .parent()
-        .unwrap_or("/".as_ref());
-    let partial = format!("{FORK_TEST_CACHE}.{}", std::process::id());
+    text.push_str(&format!("{key} {value}\n"));
+    let dir = std::path::Path::new(file).parent().unwrap_or("/".as_ref());
+    let partial = format!("{file}.{}", std::process::id());
     let written = std::fs::DirBuilder::new()
         .recursive(true)
         .create(dir)
@@ -189,7 +204,7 @@ fn write_cache(key: &str, test: &ForkTest) {
                 .open(&partial)?;
             f.write_all(text.as_bytes())
         })
-        .and_then(|_| std::fs::rename(&partial, FORK_TEST_CACHE));
+        .and_then(|_| std::fs::rename(&partial, file));
     if written.is_err() {
         let _ = std::fs::remove_file(&partial);
     }
@@ -229,7 +244,7 @@ fn run_live(layout: SiteLayout) -> (OptimizedFork, String) {
         _ => return (OptimizedFork::Untested, "no site of this layout".into()),
     };
     let long_nop = site as usize as u64 + 1;
-    match live(site, long_nop) {
+    match live(site, long_nop, layout) {
         Ok(code) => interpret(code, layout),
         Err(why) => (
             OptimizedFork::Untested,
@@ -288,7 +303,7 @@ fn signal_name(sig: i32) -> &'static str {
 
 /// Forks the scratch child, attaches, lets it run; its exit code.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-fn live(site: unsafe extern "C" fn(), long_nop: u64) -> Result<i32, String> {
+fn live(site: unsafe extern "C" fn(), long_nop: u64, layout: SiteLayout) -> Result<i32, String> {
     let (path, offset) = file_offset(long_nop)?;
     let c_path = CString::new(path).map_err(|_| "a path with a NUL byte".to_string())?;
     let mut fds = [0; 2];
@@ -307,7 +322,15 @@ fn live(site: unsafe extern "C" fn(), long_nop: u64) -> Result<i32, String> {
     }
     if pid == 0 {
         // SAFETY: in the freshly forked child.
-        unsafe { scratch_child(go_read.as_raw_fd(), go_write.as_raw_fd(), site, long_nop) }
+        unsafe {
+            scratch_child(
+                go_read.as_raw_fd(),
+                go_write.as_raw_fd(),
+                site,
+                long_nop,
+                layout,
+            )
+        }
     }
     drop(go_read);
     let features = KernelFeatures::detect();
@@ -342,7 +365,7 @@ fn live(site: unsafe extern "C" fn(), long_nop: u64) -> Result<i32, String> {
 
 /// Waits for our child `pid`; kills it after `timeout`. Its wait status,
 /// or `None` if it had to be killed.
-fn wait_with_timeout(pid: libc::pid_t, timeout: Duration) -> Option<i32> {
+pub(crate) fn wait_with_timeout(pid: libc::pid_t, timeout: Duration) -> Option<i32> {
     let deadline = Instant::now() + timeout;
     loop {
         let mut status = 0;
@@ -371,7 +394,7 @@ fn wait_with_timeout(pid: libc::pid_t, timeout: Duration) -> Option<i32> {
 
 /// The file (as a path the kernel can resolve) and file offset of the
 /// instruction at `addr` in this process.
-fn file_offset(addr: u64) -> Result<(String, u64), String> {
+pub(crate) fn file_offset(addr: u64) -> Result<(String, u64), String> {
     let maps = read_maps(std::process::id()).map_err(|e| e.to_string())?;
     let m = maps
         .iter()
@@ -388,13 +411,20 @@ fn file_offset(addr: u64) -> Result<(String, u64), String> {
 }
 
 /// The scratch child: wait for the go byte, hit the site until the kernel
-/// has optimized it (a `call`, `e8`, where the long nop was), fork, let the
+/// has optimized it (its long nop rewritten into the kernel's `call` into
+/// `[uprobes-trampoline]`: [`crate::rewrite`]), fork, let the
 /// grandchild hit it once, and exit with how the grandchild ended.
 ///
 /// # Safety
 /// Only in a freshly forked child.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-unsafe fn scratch_child(go: i32, go_write: i32, site: unsafe extern "C" fn(), long_nop: u64) -> ! {
+unsafe fn scratch_child(
+    go: i32,
+    go_write: i32,
+    site: unsafe extern "C" fn(),
+    long_nop: u64,
+    layout: SiteLayout,
+) -> ! {
     // SAFETY: only async-signal-safe calls, the site (which touches no
     // memory) and a read of our own text.
     unsafe {
@@ -408,7 +438,7 @@ unsafe fn scratch_child(go: i32, go_write: i32, site: unsafe extern "C" fn(), lo
         for _ in 0..8 {
             site();
         }
-        if std::ptr::read_volatile(long_nop as *const u8) != 0xe8 {
+        if !crate::rewrite::optimized_here(long_nop, layout) {
             libc::_exit(NOT_OPTIMIZED);
         }
         let pid = libc::fork();

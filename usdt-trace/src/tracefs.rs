@@ -69,10 +69,7 @@ static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// The tracefs directory with `uprobe_events`, if any.
 fn root() -> Option<PathBuf> {
-    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.join("uprobe_events").exists())
+    crate::caps::tracefs_root()
 }
 
 /// tracefs's name of a 64-bit x86 register.

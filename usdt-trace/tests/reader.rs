@@ -36,7 +36,7 @@ fn c_probes_agree_with_readelf() {
         // sys/sdt.h sites are one nop.
         assert_eq!(site.layout, SiteLayout::Nop);
         assert_eq!(site.bytes.first(), Some(&0x90));
-        assert_eq!(site.bytes.len(), 11);
+        assert_eq!(site.bytes.len(), usdt_trace::SITE_BYTES);
     }
     let plain = sites.iter().find(|s| s.name == "plain").unwrap();
     assert_eq!((plain.semaphore, plain.semaphore_offset), (None, None));
@@ -238,13 +238,17 @@ fn layouts_from_the_bytes_at_location() {
             SiteLayout::NopNop10.x86_64_bytes().unwrap(),
             SiteLayout::NopNop10,
         ),
+        (
+            SiteLayout::NopNop5Nop10.x86_64_bytes().unwrap(),
+            SiteLayout::NopNop5Nop10,
+        ),
         (&[0x90, 0x0f, 0x1f, 0x40, 0x00][..], SiteLayout::Nop),
         (&[0xcc][..], SiteLayout::Other),
     ] {
         let notes = note(0x80, 0x80, 0, "p", "n", "8@%rax");
         let sites = read_sites(&elf_with_notes(X86_64, 0x80, code, &notes)).unwrap();
         assert_eq!(sites[0].layout, layout, "{code:x?}");
-        assert_eq!(sites[0].bytes.len(), 11);
+        assert_eq!(sites[0].bytes.len(), usdt_trace::SITE_BYTES);
         assert_eq!(&sites[0].bytes[..code.len()], code);
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{MultiCounter, MultiSite};
-use crate::{AttachPoint, Error, KernelFeatures, Site, Target};
+use crate::{AttachPoint, Error, Site, Target};
 
 /// Counts per probe, every site of a probe adding to one counter.
 #[derive(Debug)]
@@ -30,7 +30,7 @@ impl ProbeCounter {
             .collect();
         names.sort();
         names.dedup();
-        let features = KernelFeatures::detect();
+        let features = crate::attach::features_for(point);
         let mut plan: Vec<(PathBuf, Vec<MultiSite>)> = vec![];
         for (path, sites) in files {
             let path = path.as_ref();

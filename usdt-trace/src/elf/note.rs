@@ -50,12 +50,17 @@ fn x86_64_bytes(layout: SiteLayout) -> &'static [u8] {
 /// ```
 /// use usdt_trace::{layout_of, Machine, SiteLayout};
 /// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x44, 0, 0, 0xc3], Machine::X86_64), SiteLayout::NopNop5);
+/// let both = [0x90, 0x0f, 0x1f, 0x44, 0, 0, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0];
+/// assert_eq!(layout_of(&both, Machine::X86_64), SiteLayout::NopNop5Nop10);
 /// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x40, 0], Machine::X86_64), SiteLayout::Nop);
 /// assert_eq!(layout_of(&[0x0f, 0x1f, 0x44, 0, 0], Machine::X86_64), SiteLayout::Nop5);
 /// assert_eq!(layout_of(&[], Machine::X86_64), SiteLayout::Other);
 /// ```
 pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
     match machine {
+        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop5Nop10)) => {
+            SiteLayout::NopNop5Nop10
+        }
         Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop10)) => {
             SiteLayout::NopNop10
         }
