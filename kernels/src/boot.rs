@@ -34,7 +34,11 @@ impl Accel {
 
 /// KVM or TCG here, and why.
 pub fn accel() -> (Accel, String) {
-    let modules = std::fs::read_to_string("/proc/modules").unwrap_or_default();
+    // A loaded module is in /proc/modules, a built-in one only in /sys/module.
+    let mut modules = std::fs::read_to_string("/proc/modules").unwrap_or_default();
+    if std::path::Path::new("/sys/module/kvm_pvm").exists() {
+        modules += "kvm_pvm (built in)\n";
+    }
     decide_accel(
         std::fs::OpenOptions::new()
             .read(true)
@@ -64,8 +68,14 @@ pub fn decide_accel(kvm_opens: bool, modules: &str) -> (Accel, String) {
 pub fn prepare(cache: &Path) -> Result<PathBuf, String> {
     usdt_provision::ensure(&[
         Need::root("the guests' checks attach uprobes, and qemu's 9p root is the machine's"),
-        Need::package(QEMU_SYSTEM, "the kernel matrix boots each kernel in qemu-system-x86_64"),
-        Need::package(BUSYBOX, "virtme-ng builds the guests' initramfs with busybox"),
+        Need::package(
+            QEMU_SYSTEM,
+            "the kernel matrix boots each kernel in qemu-system-x86_64",
+        ),
+        Need::package(
+            BUSYBOX,
+            "virtme-ng builds the guests' initramfs with busybox",
+        ),
     ])
     .map_err(|e| e.to_string())?;
     let venv = cache.join("venv");
@@ -163,7 +173,10 @@ mod tests {
         let pvm = "kvm_pvm 200704 0 - Live 0x0000000000000000\nkvm 1392640 1 kvm_pvm, Live 0x0\n";
         assert_eq!(decide_accel(true, pvm).0, Accel::Tcg);
         assert_eq!(decide_accel(false, "").0, Accel::Tcg);
-        assert_eq!(decide_accel(true, "kvm_intel 1 0 - Live 0x0\n").0, Accel::Kvm);
+        assert_eq!(
+            decide_accel(true, "kvm_intel 1 0 - Live 0x0\n").0,
+            Accel::Kvm
+        );
     }
 
     #[test]

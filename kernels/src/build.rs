@@ -1,6 +1,6 @@
 //! Building, on the host, what the guests run: the `usdt` command, and for
 //! each site layout the examples (`demo`, `fork`, `redzone`) and the bench,
-//! each layout into a target directory of its own. The guests see them
+//! each layout into a target directory of its own (`target/kernels/...`). The guests see them
 //! through the machine's root, shared read-only.
 
 use std::path::{Path, PathBuf};
@@ -62,11 +62,18 @@ pub fn workspace() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// Builds everything (cargo does nothing when it is up to date).
+/// Builds everything (cargo does nothing when it is up to date) into
+/// `target/kernels` (the default layout) and `target/kernels/LAYOUT`: a
+/// target directory of their own, which the matrix run by `cargo run` and
+/// the one run by `cargo test` (while cargo holds `target/`) share.
 pub fn build_all() -> Result<Binaries, String> {
     let root = workspace();
-    let target = root.join("target");
-    cargo(&root, &["build", "--release", "-p", "usdt-cli", "--bin", "usdt"], &target)?;
+    let target = root.join("target").join("kernels");
+    cargo(
+        &root,
+        &["build", "--release", "-p", "usdt-cli", "--bin", "usdt"],
+        &target,
+    )?;
     let mut layouts = Vec::new();
     for layout in LAYOUTS {
         let dir = match layout.feature {
@@ -74,7 +81,14 @@ pub fn build_all() -> Result<Binaries, String> {
             Some(_) => target.join(layout.name),
         };
         let mut examples = vec!["build", "--release", "-p", "usdt"];
-        examples.extend(["--example", "demo", "--example", "fork", "--example", "redzone"]);
+        examples.extend([
+            "--example",
+            "demo",
+            "--example",
+            "fork",
+            "--example",
+            "redzone",
+        ]);
         let facade = layout.feature.map(|f| format!("usdt/{f}"));
         if let Some(f) = &facade {
             examples.extend(["--features", f.as_str()]);
@@ -99,7 +113,11 @@ pub fn build_all() -> Result<Binaries, String> {
 
 fn cargo(root: &Path, args: &[&str], target: &Path) -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("kernels: cargo {} (target {})", args.join(" "), target.display());
+    eprintln!(
+        "kernels: cargo {} (target {})",
+        args.join(" "),
+        target.display()
+    );
     let status = Command::new(cargo)
         .args(args)
         .arg("--target-dir")

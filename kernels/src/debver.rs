@@ -49,9 +49,9 @@ fn split_run(s: &[u8], keep: impl Fn(u8) -> bool) -> (&[u8], &[u8]) {
 }
 
 fn number(digits: &[u8]) -> u128 {
-    digits
-        .iter()
-        .fold(0u128, |n, d| n.saturating_mul(10).saturating_add(u128::from(d - b'0')))
+    digits.iter().fold(0u128, |n, d| {
+        n.saturating_mul(10).saturating_add(u128::from(d - b'0'))
+    })
 }
 
 fn weight(c: Option<&u8>) -> i32 {
@@ -79,9 +79,15 @@ mod tests {
 
     #[test]
     fn orders_as_dpkg_does() {
-        assert_eq!(compare("7.3.4-1~bpo13+1", "7.3~rc7-1~exp1"), Ordering::Greater);
+        assert_eq!(
+            compare("7.3.4-1~bpo13+1", "7.3~rc7-1~exp1"),
+            Ordering::Greater
+        );
         assert_eq!(compare("6.1.180-1~deb11u1", "6.1.176-1"), Ordering::Greater);
-        assert_eq!(compare("6.19.14-1~bpo13+1", "6.19.8-1~bpo13+1"), Ordering::Greater);
+        assert_eq!(
+            compare("6.19.14-1~bpo13+1", "6.19.8-1~bpo13+1"),
+            Ordering::Greater
+        );
         assert_eq!(compare("1.0~rc1", "1.0"), Ordering::Less);
         assert_eq!(compare("1:0.1", "2.0"), Ordering::Greater);
         assert_eq!(compare("1.0-1", "1.0-1"), Ordering::Equal);

@@ -38,12 +38,9 @@ pub fn from_json(text: &str) -> Option<Features> {
                 .collect()
         })
         .unwrap_or_default();
-    let speed_test = v.get("speed_test").and_then(|t| {
-        Some((
-            t.get("trap")?.as_f64()?,
-            t.get("optimized")?.as_f64()?,
-        ))
-    });
+    let speed_test = v
+        .get("speed_test")
+        .and_then(|t| Some((t.get("trap")?.as_f64()?, t.get("optimized")?.as_f64()?)));
     Some(Features {
         uprobe_syscall: s("uprobe_syscall"),
         uprobe_multi: v.get("uprobe_multi").and_then(|b| b.as_bool()),
@@ -78,7 +75,8 @@ pub fn from_text(text: &str) -> Features {
                     .and_then(|l| l.strip_suffix(" site"))
                 {
                     let point = value.split_whitespace().next().unwrap_or("");
-                    f.default_attach.push((layout.replace(';', "_"), point.into()));
+                    f.default_attach
+                        .push((layout.replace(';', "_"), point.into()));
                 }
             }
         }

@@ -120,7 +120,10 @@ impl Apt {
     fn update(&self, refresh: bool) -> Result<(), String> {
         let lists = self.dir.join("lists");
         let fetched = std::fs::read_dir(&lists)
-            .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().contains("Packages")))
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().contains("Packages"))
+            })
             .unwrap_or(false);
         if fetched && !refresh {
             return Ok(());
@@ -131,7 +134,10 @@ impl Apt {
         }
         let sources = self.dir.join("sources.list");
         std::fs::write(&sources, SOURCES).map_err(|e| format!("{}: {e}", sources.display()))?;
-        eprintln!("kernels: apt-get update with the private sources in {}", sources.display());
+        eprintln!(
+            "kernels: apt-get update with the private sources in {}",
+            sources.display()
+        );
         self.run("apt-get", &["-qq", "update"], None).map(|_| ())
     }
 }
@@ -160,7 +166,11 @@ pub fn fetch(cache: &Path, generation: &str, refresh: bool) -> Result<Kernel, St
     apt.update(refresh)?;
     let names = candidates(&apt.run(
         "apt-cache",
-        &["search", "--names-only", &format!("^linux-image-{}[.-]", generation.replace('.', "\\."))],
+        &[
+            "search",
+            "--names-only",
+            &format!("^linux-image-{}[.-]", generation.replace('.', "\\.")),
+        ],
         None,
     )?);
     if names.is_empty() {
@@ -171,7 +181,9 @@ pub fn fetch(cache: &Path, generation: &str, refresh: bool) -> Result<Kernel, St
     let packages = closure(&apt, newest)?;
     let debs = cache.join("debs");
     std::fs::create_dir_all(&debs).map_err(|e| format!("{}: {e}", debs.display()))?;
-    let tree = cache.join("kernels").join(format!("{}_{}", newest.package, newest.version));
+    let tree = cache
+        .join("kernels")
+        .join(format!("{}_{}", newest.package, newest.version));
     std::fs::create_dir_all(&tree).map_err(|e| format!("{}: {e}", tree.display()))?;
     for r in &packages {
         let deb = download(&apt, &debs, r)?;
@@ -277,11 +289,15 @@ fn closure(apt: &Apt, root: &Record) -> Result<Vec<Record>, String> {
 
 fn download(apt: &Apt, debs: &Path, r: &Record) -> Result<PathBuf, String> {
     let find = || {
-        std::fs::read_dir(debs).ok()?.flatten().map(|e| e.path()).find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&format!("{}_", r.package)) && n.ends_with(".deb"))
-        })
+        std::fs::read_dir(debs)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.starts_with(&format!("{}_", r.package)) && n.ends_with(".deb")
+                })
+            })
     };
     if let Some(deb) = find() {
         return Ok(deb);
@@ -289,7 +305,10 @@ fn download(apt: &Apt, debs: &Path, r: &Record) -> Result<PathBuf, String> {
     eprintln!("kernels: downloading {} {}", r.package, r.version);
     let spec = format!("{}={}", r.package, r.version);
     apt.run("apt-get", &["-qq", "download", &spec], Some(debs))?;
-    find().ok_or(format!("apt-get download {spec} left no .deb in {}", debs.display()))
+    find().ok_or(format!(
+        "apt-get download {spec} left no .deb in {}",
+        debs.display()
+    ))
 }
 
 fn unpack(deb: &Path, tree: &Path) -> Result<(), String> {
@@ -390,8 +409,15 @@ Depends: linux-binary-7.3.4+deb13-amd64 (= 7.3.4-1~bpo13+1)
         assert_eq!(records.len(), 2);
         assert_eq!(
             records[0].depends,
-            ["dracut", "linux-binary-7.3-amd64", "linux-modules-7.3-amd64"]
+            [
+                "dracut",
+                "linux-binary-7.3-amd64",
+                "linux-modules-7.3-amd64"
+            ]
         );
-        assert_eq!(newest(&records).unwrap().package, "linux-image-7.3.4+deb13-amd64");
+        assert_eq!(
+            newest(&records).unwrap().package,
+            "linux-image-7.3.4+deb13-amd64"
+        );
     }
 }

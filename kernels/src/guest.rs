@@ -162,6 +162,7 @@ pub fn check(plan: &Plan) -> Value {
         let (rz_ok, trampoline, rz) = red_zone(plan, bins, &mut log);
         redzone.insert(name.into(), json!({ "ok": rz_ok, "status": rz }));
         let rows = bench_rows(plan, bins, &mut log);
+        counts.push(bench_hits(&rows, name));
         let rewritten = row(&rows, "forced-next")
             .and_then(|r| r.get("site")?.as_str().map(site_rewritten))
             .unwrap_or(false);
@@ -181,10 +182,14 @@ pub fn check(plan: &Plan) -> Value {
     }
     let counts_exact = !counts.is_empty() && counts.iter().all(|c| c["exact"] == true);
     let fork_survives_default = !fork.is_empty()
-        && fork.values().all(|f| f["default"]["child_survives"] == true);
+        && fork
+            .values()
+            .all(|f| f["default"]["child_survives"] == true);
     let rows = summary_rows(&bench);
     let ratio = match (rows.get("default"), rows.get("c-sdt-nop")) {
-        (Some(d), Some(c)) if c.as_f64() > Some(0.0) => json!(d.as_f64().unwrap_or(0.0) / c.as_f64().unwrap_or(1.0)),
+        (Some(d), Some(c)) if c.as_f64() > Some(0.0) => {
+            json!(d.as_f64().unwrap_or(0.0) / c.as_f64().unwrap_or(1.0))
+        }
         _ => Value::Null,
     };
     json!({
@@ -238,7 +243,12 @@ fn detect(plan: &Plan, log: &mut Vec<String>) -> Features {
 
 /// b. The ATTACH column of `usdt list` for `http:request_start`.
 fn listed_attach(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Option<String> {
-    let o = run(&plan.usdt, &["list", &demo.to_string_lossy()], "", plan.timeout);
+    let o = run(
+        &plan.usdt,
+        &["list", &demo.to_string_lossy()],
+        "",
+        plan.timeout,
+    );
     logged(log, format!("usdt list {}", demo.display()), &o);
     parse_list_attach(&o.stdout, "http:request_start")
 }
@@ -270,8 +280,19 @@ fn red_zone(plan: &Plan, bins: &LayoutBins, log: &mut Vec<String>) -> (bool, boo
         "\n",
         plan.timeout,
     );
-    logged(log, format!("usdt count --attach next -- redzone {n} ({})", bins.layout.name), &o);
-    let line = o.stdout.lines().find(|l| l.starts_with("result=")).unwrap_or("");
+    logged(
+        log,
+        format!(
+            "usdt count --attach next -- redzone {n} ({})",
+            bins.layout.name
+        ),
+        &o,
+    );
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("result="))
+        .unwrap_or("");
     let field = |k: &str| {
         line.split_whitespace()
             .find_map(|w| w.strip_prefix(k))
@@ -288,18 +309,33 @@ fn fork_check(plan: &Plan, bins: &LayoutBins, point: &str, log: &mut Vec<String>
     let bin = bins.examples.join("fork");
     let o = run(
         &plan.usdt,
-        &["count", "--attach", point, "--", &bin.to_string_lossy(), "2000"],
+        &[
+            "count",
+            "--attach",
+            point,
+            "--",
+            &bin.to_string_lossy(),
+            "2000",
+        ],
         "\n\n",
         plan.timeout,
     );
-    logged(log, format!("usdt count --attach {point} -- fork 2000 ({})", bins.layout.name), &o);
+    logged(
+        log,
+        format!(
+            "usdt count --attach {point} -- fork 2000 ({})",
+            bins.layout.name
+        ),
+        &o,
+    );
     let line = |who: &str| o.stdout.lines().find(|l| l.starts_with(who)).unwrap_or("");
     let field = |l: &str, k: &str| {
         l.split_whitespace()
             .find_map(|w| w.strip_prefix(k))
             .map(String::from)
     };
-    let right = |l: &str| field(l, "result=").is_some() && field(l, "result=") == field(l, "reference=");
+    let right =
+        |l: &str| field(l, "result=").is_some() && field(l, "result=") == field(l, "reference=");
     let parent = line("parent ");
     let child = field(parent, "child=");
     json!({
@@ -311,29 +347,67 @@ fn fork_check(plan: &Plan, bins: &LayoutBins, point: &str, log: &mut Vec<String>
 }
 
 /// c. `usdt count --engine E -- demo 5`: each of demo's three probes 5 times.
-fn count_check(plan: &Plan, demo: &Path, layout: &str, engine: &str, log: &mut Vec<String>) -> Value {
+fn count_check(
+    plan: &Plan,
+    demo: &Path,
+    layout: &str,
+    engine: &str,
+    log: &mut Vec<String>,
+) -> Value {
     let o = run(
         &plan.usdt,
-        &["count", "--engine", engine, "--", &demo.to_string_lossy(), "5"],
+        &[
+            "count",
+            "--engine",
+            engine,
+            "--",
+            &demo.to_string_lossy(),
+            "5",
+        ],
         "",
         plan.timeout,
     );
-    logged(log, format!("usdt count --engine {engine} -- demo 5 ({layout})"), &o);
+    logged(
+        log,
+        format!("usdt count --engine {engine} -- demo 5 ({layout})"),
+        &o,
+    );
     let want = ["http:request_done 5", "http:request_start 5", "http:tick 5"];
-    let exact = o.ok() && want.iter().all(|w| o.stdout.lines().any(|l| l.trim() == *w));
+    let exact = o.ok()
+        && want
+            .iter()
+            .all(|w| o.stdout.lines().any(|l| l.trim() == *w));
     json!({ "tool": "usdt count", "engine": engine, "layout": layout, "status": o.status, "exact": exact })
 }
 
 /// c. `usdt trace --json --engine E -- demo 3`: nine hits, each with its
 /// arguments.
-fn trace_check(plan: &Plan, demo: &Path, layout: &str, engine: &str, log: &mut Vec<String>) -> Value {
+fn trace_check(
+    plan: &Plan,
+    demo: &Path,
+    layout: &str,
+    engine: &str,
+    log: &mut Vec<String>,
+) -> Value {
     let o = run(
         &plan.usdt,
-        &["trace", "--json", "--engine", engine, "--", &demo.to_string_lossy(), "3"],
+        &[
+            "trace",
+            "--json",
+            "--engine",
+            engine,
+            "--",
+            &demo.to_string_lossy(),
+            "3",
+        ],
         "",
         plan.timeout,
     );
-    logged(log, format!("usdt trace --json --engine {engine} -- demo 3 ({layout})"), &o);
+    logged(
+        log,
+        format!("usdt trace --json --engine {engine} -- demo 3 ({layout})"),
+        &o,
+    );
     let exact = o.ok() && trace_exact(&o.stdout, 3);
     json!({ "tool": "usdt trace", "engine": engine, "layout": layout, "status": o.status, "exact": exact })
 }
@@ -369,18 +443,26 @@ pub fn trace_exact(out: &str, n: u64) -> bool {
 /// c. bpftrace 0.17's own attach (at the note's Location) and `str()`.
 fn bpftrace_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
     let d = demo.to_string_lossy();
-    let program = format!("usdt:{d}:http:request_start {{ printf(\"%d %s\\n\", arg0, str(arg1)); }}");
+    let program =
+        format!("usdt:{d}:http:request_start {{ printf(\"%d %s\\n\", arg0, str(arg1)); }}");
     let o = run(
         Path::new("bpftrace"),
         &["-e", &program, "-c", &format!("{d} 3")],
         "",
         plan.timeout,
     );
-    logged(log, "bpftrace usdt:demo:http:request_start -c 'demo 3'".into(), &o);
+    logged(
+        log,
+        "bpftrace usdt:demo:http:request_start -c 'demo 3'".into(),
+        &o,
+    );
     let lines: Vec<&str> = o
         .stdout
         .lines()
-        .filter(|l| l.split_once(' ').is_some_and(|(a, b)| a.parse::<u64>().is_ok() && b.starts_with('/')))
+        .filter(|l| {
+            l.split_once(' ')
+                .is_some_and(|(a, b)| a.parse::<u64>().is_ok() && b.starts_with('/'))
+        })
         .collect();
     let exact = o.ok() && lines == ["0 /item/0", "1 /item/1", "2 /item/2"];
     json!({ "tool": "bpftrace", "engine": "bpftrace", "layout": "nop5", "status": o.status, "exact": exact })
@@ -410,7 +492,11 @@ fn gdb_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
         "",
         plan.timeout,
     );
-    logged(log, "gdb break -probe-stap http:request_done --args demo 3".into(), &o);
+    logged(
+        log,
+        "gdb break -probe-stap http:request_done --args demo 3".into(),
+        &o,
+    );
     let exact = o.ok() && o.stdout.contains("$1 = 0") && o.stdout.contains("$2 = 200");
     json!({ "tool": "gdb", "engine": "gdb", "layout": "nop5", "status": o.status, "exact": exact })
 }
@@ -419,8 +505,20 @@ fn gdb_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
 fn bench_rows(plan: &Plan, bins: &LayoutBins, log: &mut Vec<String>) -> Value {
     let n = plan.bench_iterations.to_string();
     let o = run(&bins.bench, &["--attached-rows", &n], "", plan.timeout);
-    logged(log, format!("bench --attached-rows {n} ({})", bins.layout.name), &o);
+    logged(
+        log,
+        format!("bench --attached-rows {n} ({})", bins.layout.name),
+        &o,
+    );
     serde_json::from_str(o.stdout.trim()).unwrap_or_else(|_| json!({ "error": o.status }))
+}
+
+/// c. Every attached bench row counted each of its iterations.
+fn bench_hits(bench: &Value, layout: &str) -> Value {
+    let rows = bench["rows"].as_array().cloned().unwrap_or_default();
+    let attached: Vec<&Value> = rows.iter().filter(|r| r["attach"] != "none").collect();
+    let exact = !attached.is_empty() && attached.iter().all(|r| r["hits"] == bench["iterations"]);
+    json!({ "tool": "bench", "engine": "perf", "layout": layout, "status": "-", "exact": exact })
 }
 
 fn row<'a>(bench: &'a Value, name: &str) -> Option<&'a Value> {
@@ -437,7 +535,11 @@ fn summary_rows(bench: &serde_json::Map<String, Value>) -> serde_json::Map<Strin
         false => Value::Null,
     };
     if let Some(first) = bench.get("nop5") {
-        for (name, key) in [("default", "default"), ("c-sdt-nop", "c-sdt-nop"), ("syscall", "syscall")] {
+        for (name, key) in [
+            ("default", "default"),
+            ("c-sdt-nop", "c-sdt-nop"),
+            ("syscall", "syscall"),
+        ] {
             if let Some(r) = row(first, key) {
                 rows.insert(name.into(), mops(r));
             }
@@ -462,7 +564,10 @@ PROBE                                                SITES  LAYOUT     SEMAPHORE
 http:request_done(id: u64, status: u16, nanos: u64)      1  nop;nop5   0x5a002             nop (fork-safe)  8@%rax 2@%dx 8@%rcx
 http:request_start(id: u64, path: &str)                  1  nop;nop5   0x5a000             next             8@%rcx 8@%rax
 ";
-        assert_eq!(parse_list_attach(list, "http:request_start").as_deref(), Some("next"));
+        assert_eq!(
+            parse_list_attach(list, "http:request_start").as_deref(),
+            Some("next")
+        );
         assert_eq!(
             parse_list_attach(list, "http:request_done").as_deref(),
             Some("nop (fork-safe)")
@@ -495,7 +600,15 @@ http:request_start(id: u64, path: &str)                  1  nop;nop5   0x5a000  
     fn a_program_that_runs_too_long_is_stopped() {
         let o = run(Path::new("sleep"), &["5"], "", Duration::from_millis(200));
         assert_eq!(o.status, "timeout");
-        let o = run(Path::new("sh"), &["-c", "read x; echo got $x; exit 3"], "7\n", Duration::from_secs(5));
-        assert_eq!((o.status.as_str(), o.stdout.as_str()), ("exit=3", "got 7\n"));
+        let o = run(
+            Path::new("sh"),
+            &["-c", "read x; echo got $x; exit 3"],
+            "7\n",
+            Duration::from_secs(5),
+        );
+        assert_eq!(
+            (o.status.as_str(), o.stdout.as_str()),
+            ("exit=3", "got 7\n")
+        );
     }
 }

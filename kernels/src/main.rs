@@ -5,8 +5,9 @@
 //! usdt-kernels guest --usdt PATH --layout NAME=EXAMPLES,BENCH... --iterations N --out FILE
 //! ```
 //!
-//! Prints a table (or with `--json` a JSON array, one object per kernel) on
-//! stdout, progress on stderr; exits 1 when a kernel breaks a contract.
+//! Prints a table (or with `--json` a JSON array, one object per kernel, and
+//! the table on stderr) on stdout, progress on stderr; exits 1 when a kernel
+//! breaks a contract, 2 when the matrix could not run at all.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -43,7 +44,9 @@ fn options(args: &[String]) -> Result<Options, String> {
             "--json" => o.json = true,
             "--refresh" => o.refresh = true,
             "--kernel" => {
-                let g = args.next().ok_or(format!("--kernel needs a GEN; {USAGE}"))?;
+                let g = args
+                    .next()
+                    .ok_or(format!("--kernel needs a GEN; {USAGE}"))?;
                 if !GENERATIONS.contains(&g.as_str()) {
                     return Err(format!("no kernel generation \"{g}\"; {USAGE}"));
                 }
@@ -87,7 +90,8 @@ fn main() {
 
 /// The guest command: the checks, written to `--out`.
 fn guest_main(args: &[String]) -> Result<bool, String> {
-    let (mut usdt, mut out, mut layouts, mut iterations) = (None, None, Vec::new(), GUEST_ITERATIONS);
+    let (mut usdt, mut out, mut layouts, mut iterations) =
+        (None, None, Vec::new(), GUEST_ITERATIONS);
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let value = args.next().ok_or(format!("{arg} needs a value"))?;
@@ -95,7 +99,9 @@ fn guest_main(args: &[String]) -> Result<bool, String> {
             "--usdt" => usdt = Some(PathBuf::from(value)),
             "--out" => out = Some(PathBuf::from(value)),
             "--layout" => layouts.push(LayoutBins::from_arg(value)?),
-            "--iterations" => iterations = value.parse().map_err(|_| format!("--iterations {value}"))?,
+            "--iterations" => {
+                iterations = value.parse().map_err(|_| format!("--iterations {value}"))?
+            }
             _ => return Err(format!("guest: unknown argument `{arg}`")),
         }
     }
@@ -124,7 +130,9 @@ fn matrix(opts: Options) -> Result<bool, String> {
     };
     match &venv {
         Ok(_) => eprintln!("kernels: guests run under {why}"),
-        Err(e) if !guests.is_empty() => eprintln!("kernels: qemu cannot run here, so no guest boots: {e}"),
+        Err(e) if !guests.is_empty() => {
+            eprintln!("kernels: qemu cannot run here, so no guest boots: {e}")
+        }
         Err(_) => {}
     }
     let mut rows: Vec<(usize, Value)> = Vec::new();
@@ -143,7 +151,10 @@ fn matrix(opts: Options) -> Result<bool, String> {
     for g in &guests {
         match (&venv, fetch::fetch(&cache, g, opts.refresh)) {
             (Ok(_), Ok(k)) => kernels.push(k),
-            (Err(e), _) => rows.push((position(g), failed(g, &format!("qemu cannot run here: {e}")))),
+            (Err(e), _) => rows.push((
+                position(g),
+                failed(g, &format!("qemu cannot run here: {e}")),
+            )),
             (_, Err(e)) => rows.push((position(g), failed(g, &format!("fetching: {e}")))),
         }
     }
@@ -153,16 +164,26 @@ fn matrix(opts: Options) -> Result<bool, String> {
     rows.sort_by_key(|(i, _)| *i);
     let rows: Vec<Value> = rows.into_iter().map(|(_, r)| r).collect();
     if opts.json {
-        println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
+        );
+        eprint!("{}", report::text(&rows));
     } else {
         print!("{}", report::text(&rows));
     }
-    eprintln!("kernels: the matrix took {:.0} s", start.elapsed().as_secs_f64());
+    eprintln!(
+        "kernels: the matrix took {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
     Ok(rows.iter().all(|r| report::broken(r).is_empty()))
 }
 
 fn position(generation: &str) -> usize {
-    GENERATIONS.iter().position(|g| *g == generation).unwrap_or(usize::MAX)
+    GENERATIONS
+        .iter()
+        .position(|g| *g == generation)
+        .unwrap_or(usize::MAX)
 }
 
 fn failed(generation: &str, why: &str) -> Value {
@@ -204,8 +225,17 @@ fn boot_all(
     done.into_inner().unwrap_or_default()
 }
 
-fn boot_one(venv: &Path, k: &fetch::Kernel, accel: boot::Accel, bins: &Binaries, cache: &Path) -> Value {
-    eprintln!("kernels: booting {} ({} {})", k.release, k.package, k.version);
+fn boot_one(
+    venv: &Path,
+    k: &fetch::Kernel,
+    accel: boot::Accel,
+    bins: &Binaries,
+    cache: &Path,
+) -> Value {
+    eprintln!(
+        "kernels: booting {} ({} {})",
+        k.release, k.package, k.version
+    );
     let shared = cache.join("runs").join(&k.release);
     let out = shared.join("result.json");
     let _ = std::fs::remove_file(&out);
@@ -231,7 +261,11 @@ fn boot_one(venv: &Path, k: &fetch::Kernel, accel: boot::Accel, bins: &Binaries,
             .unwrap_or_else(|| {
                 failed(
                     &k.generation,
-                    &format!("the guest wrote no result (vng {}; console in {})", b.status, b.console.display()),
+                    &format!(
+                        "the guest wrote no result (vng {}; console in {})",
+                        b.status,
+                        b.console.display()
+                    ),
                 )
             }),
         Err(e) => failed(&k.generation, e),

@@ -22,10 +22,12 @@ pub fn broken(row: &Value) -> Vec<String> {
     let kernel = row["kernel"].as_str().unwrap_or("?");
     let errno = row["uprobe_syscall"].as_str().unwrap_or("?");
     match crate::expected_errno(kernel) {
-        Some(want) if want != errno => {
-            broken.push(format!("syscall(336) gave {errno}, this generation's is {want}"))
-        }
-        None => broken.push(format!("cannot tell the generation of release \"{kernel}\"")),
+        Some(want) if want != errno => broken.push(format!(
+            "syscall(336) gave {errno}, this generation's is {want}"
+        )),
+        None => broken.push(format!(
+            "cannot tell the generation of release \"{kernel}\""
+        )),
         _ => {}
     }
     if row["counts_exact"] != true {
@@ -59,11 +61,37 @@ fn cell(v: &Value) -> String {
     }
 }
 
+/// A forked child's fate under an attach: `exit=0`, `signal=11`, or
+/// `refused` where the attach itself failed.
+fn child(fork: &Value) -> String {
+    match (fork["child"].as_str(), fork["status"].as_str()) {
+        (Some(c), _) => c.into(),
+        (None, Some(s)) if s != "exit=0" => "refused".into(),
+        _ => "-".into(),
+    }
+}
+
 /// One line per kernel, then each kernel's broken contracts and its log.
 pub fn text(rows: &[Value]) -> String {
     let header = [
-        "kernel", "accel", "errno", "fork test", "auto nop5", "auto nop10", "opt nop5", "opt nop10",
-        "counts", "fork ok", "default M/s", "C M/s", "ratio",
+        "kernel",
+        "accel",
+        "errno",
+        "fork test",
+        "auto nop5",
+        "auto nop10",
+        "opt nop5",
+        "opt nop10",
+        "counts",
+        "fork ok",
+        "next: child nop5",
+        "nop10",
+        "default M/s",
+        "C M/s",
+        "ratio",
+        "nop5 +1",
+        "nop10 +1",
+        "syscall",
     ];
     let mut table = vec![header.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
     for r in rows {
@@ -78,9 +106,14 @@ pub fn text(rows: &[Value]) -> String {
             cell(&r["optimized"]["nop10"]),
             cell(&r["counts_exact"]),
             cell(&r["fork_survives_default"]),
+            child(&r["fork"]["nop5"]["next"]),
+            child(&r["fork"]["nop10"]["next"]),
             cell(&r["rows"]["default"]),
             cell(&r["rows"]["c-sdt-nop"]),
             cell(&r["ratio_default_vs_c"]),
+            cell(&r["rows"]["nop5-forced"]),
+            cell(&r["rows"]["nop10-forced"]),
+            cell(&r["rows"]["syscall"]),
         ]);
     }
     let widths: Vec<usize> = (0..header.len())

@@ -471,7 +471,10 @@ pub fn ensure_pip(venv: &Path, package: PipPackage, why: &str) -> Result<(), Mis
     if venv.join(package.provides).exists() {
         return Ok(());
     }
-    ensure(&[Need::package(PYTHON_VENV, "a PyPI tool gets a virtualenv of its own")])?;
+    ensure(&[Need::package(
+        PYTHON_VENV,
+        "a PyPI tool gets a virtualenv of its own",
+    )])?;
     let _lock = Lock::take()?;
     if venv.join(package.provides).exists() {
         return Ok(());
