@@ -208,6 +208,28 @@ pub fn fetch(cache: &Path, generation: &str, refresh: bool) -> Result<Kernel, St
     Ok(kernel)
 }
 
+/// Why `kernel` cannot boot on the machine's root over 9p, if it cannot:
+/// its modules (9p and virtio among them) are not in the tree, as for 6.19,
+/// whose `linux-modules` package the lists do not offer.
+pub fn unbootable(kernel: &Kernel) -> Option<String> {
+    let mut dir = kernel.vmlinuz.parent();
+    while let Some(d) = dir {
+        for base in ["lib/modules", "usr/lib/modules"] {
+            if d.join(base).join(&kernel.release).join("kernel").exists() {
+                return None;
+            }
+        }
+        if d.join("boot").exists() || d.join("usr").exists() {
+            break;
+        }
+        dir = d.parent();
+    }
+    Some(format!(
+        "{} {} ships no modules and the lists offer no linux-modules package for {}, so its guest has no 9p root",
+        kernel.package, kernel.version, kernel.release
+    ))
+}
+
 /// The generic-flavour kernel packages of `apt-cache search` output: not
 /// cloud, rt, unsigned or debug symbols.
 pub fn candidates(search: &str) -> Vec<String> {
@@ -381,6 +403,26 @@ fn index_modules(tree: &Path, release: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_without_modules_is_unbootable() {
+        let tree = std::env::temp_dir().join(format!("usdt-kernels-test-{}", std::process::id()));
+        let boot = tree.join("boot");
+        std::fs::create_dir_all(&boot).unwrap();
+        let kernel = Kernel {
+            generation: "6.19".into(),
+            package: "linux-binary-6.19.14+deb13-amd64".into(),
+            version: "6.19.14-1~bpo13+1".into(),
+            release: "6.19.14+deb13-amd64".into(),
+            vmlinuz: boot.join("vmlinuz-6.19.14+deb13-amd64"),
+        };
+        assert!(unbootable(&kernel)
+            .unwrap()
+            .contains("no linux-modules package"));
+        std::fs::create_dir_all(tree.join("lib/modules/6.19.14+deb13-amd64/kernel")).unwrap();
+        assert_eq!(unbootable(&kernel), None);
+        std::fs::remove_dir_all(&tree).unwrap();
+    }
 
     #[test]
     fn picks_the_newest_generic_kernel() {

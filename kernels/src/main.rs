@@ -150,7 +150,13 @@ fn matrix(opts: Options) -> Result<bool, String> {
     let mut kernels = Vec::new();
     for g in &guests {
         match (&venv, fetch::fetch(&cache, g, opts.refresh)) {
-            (Ok(_), Ok(k)) => kernels.push(k),
+            (Ok(_), Ok(k)) => match fetch::unbootable(&k) {
+                Some(why) => {
+                    eprintln!("kernels: {g} cannot boot here: {why}");
+                    rows.push((position(g), unavailable(&k, &why)));
+                }
+                None => kernels.push(k),
+            },
             (Err(e), _) => rows.push((
                 position(g),
                 failed(g, &format!("qemu cannot run here: {e}")),
@@ -188,6 +194,17 @@ fn position(generation: &str) -> usize {
 
 fn failed(generation: &str, why: &str) -> Value {
     json!({ "kernel": generation, "error": why })
+}
+
+/// A kernel the archive offers in a form that cannot boot here: reported,
+/// not a broken contract.
+fn unavailable(k: &fetch::Kernel, why: &str) -> Value {
+    json!({
+        "kernel": k.release,
+        "package": k.package,
+        "version": k.version,
+        "unavailable": why,
+    })
 }
 
 fn host_plan(bins: &Binaries) -> guest::Plan {

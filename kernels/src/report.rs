@@ -15,6 +15,9 @@ pub fn min_ratio(accel: &str) -> f64 {
 /// The contracts a row breaks, each in words (none: it keeps them all).
 pub fn broken(row: &Value) -> Vec<String> {
     let mut broken = Vec::new();
+    if row["unavailable"].is_string() {
+        return broken;
+    }
     if let Some(why) = row["error"].as_str() {
         broken.push(format!("not checked: {why}"));
         return broken;
@@ -139,7 +142,9 @@ pub fn text(rows: &[Value]) -> String {
             r["seconds"].as_f64().unwrap_or(0.0)
         );
         let broken = broken(r);
-        if broken.is_empty() {
+        if let Some(why) = r["unavailable"].as_str() {
+            out += &format!("  UNAVAILABLE: {why}\n");
+        } else if broken.is_empty() {
             out += "  contracts kept\n";
         }
         for b in broken {
@@ -188,5 +193,8 @@ mod tests {
         r["ratio_default_vs_c"] = json!(0.92);
         assert!(broken(&r)[0].contains("at least 0.95"));
         assert!(!broken(&json!({"error": "qemu cannot run here"})).is_empty());
+        let gone = json!({"kernel": "6.19.14", "unavailable": "no modules"});
+        assert!(broken(&gone).is_empty());
+        assert!(text(&[gone]).contains("UNAVAILABLE: no modules"));
     }
 }
