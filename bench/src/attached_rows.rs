@@ -34,7 +34,7 @@ struct RowResult {
 /// Rounds of every row: the rows' runs are interleaved, and each row keeps
 /// its best round, so that other work on the machine weighs on every row
 /// alike.
-const ROUNDS: u64 = 3;
+const ROUNDS: u64 = 5;
 
 /// Runs the rows for `n` iterations each (in `ROUNDS` rounds) and prints the
 /// JSON object.

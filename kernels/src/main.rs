@@ -22,7 +22,7 @@ const USAGE: &str = "usage: usdt-kernels [--json] [--kernel GEN]... [--refresh] 
 /// Iterations of each bench row: on the machine, and in an emulated guest
 /// (about 50 times slower).
 const HOST_ITERATIONS: u64 = 1_000_000;
-const GUEST_ITERATIONS: u64 = 30_000;
+const GUEST_ITERATIONS: u64 = 100_000;
 
 struct Options {
     json: bool,
