@@ -164,6 +164,15 @@ impl Attached {
         Ok(())
     }
 
+    /// The site's bytes in the process now, from Location: 16, enough for a
+    /// `nop; nop10` rewritten to `nop; lea -0x80(%rsp),%rsp; call rel32`.
+    pub fn site_bytes(&self) -> Result<Vec<u8>, String> {
+        let mut now = vec![0; 16];
+        read_mem(self.pid, self.location, &mut now)
+            .map_err(|e| format!("reading the site at {:#x}: {e}", self.location))?;
+        Ok(now)
+    }
+
     /// Hits counted so far.
     pub fn count(&self) -> Result<u64, String> {
         match &self.counter {

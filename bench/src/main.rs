@@ -10,6 +10,7 @@
 //! runs and how it is measured.
 
 mod attach;
+mod attached_rows;
 mod callgrind;
 mod csdt;
 mod loops;
@@ -112,8 +113,7 @@ struct Options {
     svg: Option<PathBuf>,
 }
 
-const USAGE: &str =
-    "usage: bench [--quick] [--many-only] [--json FILE] [--svg FILE] | bench --prepare";
+const USAGE: &str = "usage: bench [--quick] [--many-only] [--json FILE] [--svg FILE] | bench --prepare | bench --attached-rows N";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -161,6 +161,8 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("--callgrind-child") => callgrind_child(&args[1..]),
+        // Only the traced rows, a fixed count each, as JSON (kernels/).
+        Some("--attached-rows") => attached_rows::main(&args[1..]),
         // Build the peers helper only (tests time the bench without it).
         Some("--prepare") => {
             if let Err(e) = peers::build() {

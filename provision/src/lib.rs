@@ -119,8 +119,29 @@ pub const SETPRIV: Package = Package {
     provides: &["/usr/bin/setpriv"],
 };
 
+/// qemu-system-x86_64, which boots the kernel matrix's guests (kernels/).
+pub const QEMU_SYSTEM: Package = Package {
+    name: "qemu-system-x86",
+    provides: &["/usr/bin/qemu-system-x86_64"],
+};
+/// busybox, the init virtme-ng puts in a guest's initramfs.
+pub const BUSYBOX: Package = Package {
+    name: "busybox-static",
+    provides: &["/bin/busybox", "/usr/bin/busybox"],
+};
+/// depmod, which indexes a kernel package's modules for its guest.
+pub const KMOD: Package = Package {
+    name: "kmod",
+    provides: &["/usr/sbin/depmod", "/sbin/depmod"],
+};
+/// Python's venv module, for a private virtualenv of a PyPI tool.
+pub const PYTHON_VENV: Package = Package {
+    name: "python3-venv",
+    provides: &["/usr/lib/python3.11/ensurepip/__init__.py"],
+};
+
 /// Every package a need may name, for `.ci/run` and for the unit test.
-pub const PACKAGES: [Package; 17] = [
+pub const PACKAGES: [Package; 21] = [
     BPFTRACE,
     SDT,
     GDB,
@@ -138,6 +159,10 @@ pub const PACKAGES: [Package; 17] = [
     AARCH64_GCC,
     AARCH64_LIBC,
     SETPRIV,
+    QEMU_SYSTEM,
+    BUSYBOX,
+    KMOD,
+    PYTHON_VENV,
 ];
 
 /// Something a test or a bench row needs.
@@ -422,6 +447,70 @@ fn mount_tracefs() -> Result<(), Missing> {
         return Ok(());
     }
     Err(failed("mount -t tracefs nodev /sys/kernel/tracing", &out))
+}
+
+/// A PyPI package installed with pip into a virtualenv of its own (made with
+/// the machine's `/usr/bin/python3`), known to be installed by a file in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipPackage {
+    /// The name for `pip install`.
+    pub name: &'static str,
+    /// A file the package installs, relative to the virtualenv.
+    pub provides: &'static str,
+}
+
+/// virtme-ng, which boots a kernel on the machine's own root over 9p.
+pub const VIRTME_NG: PipPackage = PipPackage {
+    name: "virtme-ng",
+    provides: "bin/vng",
+};
+
+/// Installs `package` into the virtualenv `venv` unless it is there, saying
+/// so in one line with `why`. Needs root only where `venv` does.
+pub fn ensure_pip(venv: &Path, package: PipPackage, why: &str) -> Result<(), Missing> {
+    if venv.join(package.provides).exists() {
+        return Ok(());
+    }
+    ensure(&[Need::package(
+        PYTHON_VENV,
+        "a PyPI tool gets a virtualenv of its own",
+    )])?;
+    let _lock = Lock::take()?;
+    if venv.join(package.provides).exists() {
+        return Ok(());
+    }
+    say(&format!(
+        "installing {} (PyPI) into {}: {why}",
+        package.name,
+        venv.display()
+    ));
+    if !venv.join("bin/pip").exists() {
+        let out = Command::new("/usr/bin/python3")
+            .arg("-m")
+            .arg("venv")
+            .arg(venv)
+            .stdin(Stdio::null())
+            .output();
+        if !out.as_ref().is_ok_and(|o| o.status.success()) {
+            return Err(failed(&format!("python3 -m venv {}", venv.display()), &out));
+        }
+    }
+    let out = Command::new(venv.join("bin/pip"))
+        .args(["install", "-q", package.name])
+        .stdin(Stdio::null())
+        .output();
+    if !out.as_ref().is_ok_and(|o| o.status.success()) {
+        return Err(failed(&format!("pip install {}", package.name), &out));
+    }
+    if !venv.join(package.provides).exists() {
+        return Err(Missing::Failed(format!(
+            "pip installed {} but {} is not in {}",
+            package.name,
+            package.provides,
+            venv.display()
+        )));
+    }
+    Ok(())
 }
 
 /// An exclusive `flock` on [`LOCK`], released on drop (or when the process

@@ -1,0 +1,465 @@
+//! Fetching a generation's kernel: Debian's packages, with a private apt
+//! configuration in the cache (its own sources, lists and archives), so the
+//! machine's sources and installed packages stay as they are.
+//!
+//! A generation (`6.1`) is the newest generic-flavour `linux-image-6.1*`
+//! package the lists offer, with the `linux-image`, `linux-binary` and
+//! `linux-modules` packages it depends on (newer kernels split the image into
+//! a metapackage, the kernel and its modules). They are downloaded with
+//! `apt-get download`, unpacked with `dpkg-deb -x` into one tree, and their
+//! modules indexed with `depmod -b`. The choice is kept in the cache
+//! (`kernels/GEN.json`), so later runs need no network; `--refresh` picks
+//! again.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use usdt_provision::{Need, KMOD};
+
+/// The suites that carry the generations: bullseye 5.10, bookworm and
+/// bullseye-security 6.1, trixie 6.12, trixie-backports 6.19.x and 7.3.x,
+/// sid 7.2.x, experimental 7.3-rc.
+const SOURCES: &str = "\
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie-backports main
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
+deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian experimental main
+";
+
+/// A kernel ready to boot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kernel {
+    /// The generation asked for (`6.1`).
+    pub generation: String,
+    /// The package that holds the kernel image.
+    pub package: String,
+    /// Its Debian version.
+    pub version: String,
+    /// The kernel release (`uname -r` in the guest).
+    pub release: String,
+    /// The kernel image to boot; its modules are in the same tree.
+    pub vmlinuz: PathBuf,
+}
+
+impl Kernel {
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "generation": self.generation,
+            "package": self.package,
+            "version": self.version,
+            "release": self.release,
+            "vmlinuz": self.vmlinuz,
+        })
+    }
+
+    fn from_json(v: &serde_json::Value) -> Option<Kernel> {
+        let s = |k: &str| v.get(k)?.as_str().map(String::from);
+        Some(Kernel {
+            generation: s("generation")?,
+            package: s("package")?,
+            version: s("version")?,
+            release: s("release")?,
+            vmlinuz: s("vmlinuz")?.into(),
+        })
+    }
+}
+
+/// One package record of `apt-cache show`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub package: String,
+    pub version: String,
+    /// The names it depends on (alternatives and versions dropped).
+    pub depends: Vec<String>,
+}
+
+/// The private apt configuration in `cache/apt`.
+struct Apt {
+    dir: PathBuf,
+}
+
+impl Apt {
+    fn options(&self) -> Vec<String> {
+        let d = self.dir.display();
+        vec![
+            format!("-oDir::Etc::sourcelist={d}/sources.list"),
+            "-oDir::Etc::sourceparts=-".into(),
+            format!("-oDir::State::Lists={d}/lists"),
+            format!("-oDir::Cache={d}/cache"),
+            "-oDir::State::status=/dev/null".into(),
+            "-oAPT::Architecture=amd64".into(),
+            "-oAcquire::IndexTargets::deb::DEP-11::DefaultEnabled=false".into(),
+            "-oDebug::NoLocking=1".into(),
+        ]
+    }
+
+    fn run(&self, tool: &str, args: &[&str], cwd: Option<&Path>) -> Result<String, String> {
+        let mut cmd = Command::new(tool);
+        cmd.args(self.options()).args(args).stdin(Stdio::null());
+        if let Some(cwd) = cwd {
+            cmd.current_dir(cwd);
+        }
+        let out = cmd
+            .output()
+            .map_err(|e| format!("cannot run {tool}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{tool} {} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Writes the sources and fetches the lists, unless already fetched.
+    fn update(&self, refresh: bool) -> Result<(), String> {
+        let lists = self.dir.join("lists");
+        let fetched = std::fs::read_dir(&lists)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().contains("Packages"))
+            })
+            .unwrap_or(false);
+        if fetched && !refresh {
+            return Ok(());
+        }
+        for sub in ["lists/partial", "cache/archives/partial"] {
+            let d = self.dir.join(sub);
+            std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+        let sources = self.dir.join("sources.list");
+        std::fs::write(&sources, SOURCES).map_err(|e| format!("{}: {e}", sources.display()))?;
+        eprintln!(
+            "kernels: apt-get update with the private sources in {}",
+            sources.display()
+        );
+        self.run("apt-get", &["-qq", "update"], None).map(|_| ())
+    }
+}
+
+/// The kernel of `generation`, fetched into `cache` on first use.
+pub fn fetch(cache: &Path, generation: &str, refresh: bool) -> Result<Kernel, String> {
+    let chosen = cache.join("kernels").join(format!("{generation}.json"));
+    if !refresh {
+        if let Some(k) = std::fs::read_to_string(&chosen)
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .and_then(|v| Kernel::from_json(&v))
+            .filter(|k| k.vmlinuz.exists())
+        {
+            return Ok(k);
+        }
+    }
+    usdt_provision::ensure(&[Need::package(
+        KMOD,
+        "the kernel matrix indexes each kernel package's modules with depmod",
+    )])
+    .map_err(|e| e.to_string())?;
+    let apt = Apt {
+        dir: cache.join("apt"),
+    };
+    apt.update(refresh)?;
+    let names = candidates(&apt.run(
+        "apt-cache",
+        &[
+            "search",
+            "--names-only",
+            &format!("^linux-image-{}[.-]", generation.replace('.', "\\.")),
+        ],
+        None,
+    )?);
+    if names.is_empty() {
+        return Err(format!("no linux-image-{generation}* package in the lists"));
+    }
+    let records = show(&apt, &names)?;
+    let newest = newest(&records).ok_or(format!("no version of linux-image-{generation}*"))?;
+    let packages = closure(&apt, newest)?;
+    let debs = cache.join("debs");
+    std::fs::create_dir_all(&debs).map_err(|e| format!("{}: {e}", debs.display()))?;
+    let tree = cache
+        .join("kernels")
+        .join(format!("{}_{}", newest.package, newest.version));
+    std::fs::create_dir_all(&tree).map_err(|e| format!("{}: {e}", tree.display()))?;
+    for r in &packages {
+        let deb = download(&apt, &debs, r)?;
+        unpack(&deb, &tree)?;
+    }
+    let (vmlinuz, release) = find_image(&tree)?;
+    index_modules(&tree, &release)?;
+    let holder = packages
+        .iter()
+        .find(|r| r.package.starts_with("linux-binary-"))
+        .or_else(|| packages.iter().find(|r| r.package.contains(&release)))
+        .unwrap_or(newest);
+    let kernel = Kernel {
+        generation: generation.into(),
+        package: holder.package.clone(),
+        version: holder.version.clone(),
+        release,
+        vmlinuz,
+    };
+    std::fs::write(&chosen, kernel.to_json().to_string())
+        .map_err(|e| format!("{}: {e}", chosen.display()))?;
+    Ok(kernel)
+}
+
+/// Why `kernel` cannot boot on the machine's root over 9p, if it cannot:
+/// its modules (9p and virtio among them) are not in the tree, as for 6.19,
+/// whose `linux-modules` package the lists do not offer.
+pub fn unbootable(kernel: &Kernel) -> Option<String> {
+    let mut dir = kernel.vmlinuz.parent();
+    while let Some(d) = dir {
+        for base in ["lib/modules", "usr/lib/modules"] {
+            if d.join(base).join(&kernel.release).join("kernel").exists() {
+                return None;
+            }
+        }
+        if d.join("boot").exists() || d.join("usr").exists() {
+            break;
+        }
+        dir = d.parent();
+    }
+    Some(format!(
+        "{} {} ships no modules and the lists offer no linux-modules package for {}, so its guest has no 9p root",
+        kernel.package, kernel.version, kernel.release
+    ))
+}
+
+/// The generic-flavour kernel packages of `apt-cache search` output: not
+/// cloud, rt, unsigned or debug symbols.
+pub fn candidates(search: &str) -> Vec<String> {
+    search
+        .lines()
+        .filter_map(|l| l.split(" - ").next())
+        .map(str::trim)
+        .filter(|n| n.ends_with("-amd64"))
+        .filter(|n| !["-cloud-", "-rt-", "-dbg"].iter().any(|x| n.contains(x)))
+        .map(String::from)
+        .collect()
+}
+
+/// Parses `apt-cache show` records.
+pub fn parse_records(text: &str) -> Vec<Record> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let field = |name: &str| {
+                block
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(": "))
+                    .map(str::trim)
+            };
+            let depends = field("Depends")
+                .unwrap_or("")
+                .split(',')
+                .filter_map(|d| d.split_whitespace().next())
+                .map(String::from)
+                .collect();
+            Some(Record {
+                package: field("Package")?.into(),
+                version: field("Version")?.into(),
+                depends,
+            })
+        })
+        .collect()
+}
+
+/// The record with the highest version (the last of equals: search order is
+/// stable, and either one leads to the same kernel through its dependencies).
+pub fn newest(records: &[Record]) -> Option<&Record> {
+    records
+        .iter()
+        .max_by(|a, b| crate::debver::compare(&a.version, &b.version))
+}
+
+fn show(apt: &Apt, names: &[String]) -> Result<Vec<Record>, String> {
+    let mut args = vec!["show", "--no-all-versions"];
+    args.extend(names.iter().map(String::as_str));
+    Ok(parse_records(&apt.run("apt-cache", &args, None)?))
+}
+
+/// `root` and the kernel packages it depends on, recursively; a dependency
+/// the lists do not have (6.19's modules) is left out.
+fn closure(apt: &Apt, root: &Record) -> Result<Vec<Record>, String> {
+    let mut all = vec![root.clone()];
+    let mut i = 0;
+    while i < all.len() {
+        let wanted: Vec<String> = all[i]
+            .depends
+            .iter()
+            .filter(|d| {
+                ["linux-image-", "linux-binary-", "linux-modules-"]
+                    .iter()
+                    .any(|p| d.starts_with(p))
+            })
+            .filter(|d| !all.iter().any(|r| &r.package == *d))
+            .cloned()
+            .collect();
+        for name in wanted {
+            if let Ok(found) = show(apt, std::slice::from_ref(&name)) {
+                all.extend(found);
+            }
+        }
+        i += 1;
+    }
+    Ok(all)
+}
+
+fn download(apt: &Apt, debs: &Path, r: &Record) -> Result<PathBuf, String> {
+    let find = || {
+        std::fs::read_dir(debs)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.starts_with(&format!("{}_", r.package)) && n.ends_with(".deb")
+                })
+            })
+    };
+    if let Some(deb) = find() {
+        return Ok(deb);
+    }
+    eprintln!("kernels: downloading {} {}", r.package, r.version);
+    let spec = format!("{}={}", r.package, r.version);
+    apt.run("apt-get", &["-qq", "download", &spec], Some(debs))?;
+    find().ok_or(format!(
+        "apt-get download {spec} left no .deb in {}",
+        debs.display()
+    ))
+}
+
+fn unpack(deb: &Path, tree: &Path) -> Result<(), String> {
+    let out = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(deb)
+        .arg(tree)
+        .output()
+        .map_err(|e| format!("cannot run dpkg-deb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "dpkg-deb -x {}: {}",
+            deb.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+/// `boot/vmlinuz-RELEASE` (older packages) or
+/// `usr/lib/modules/RELEASE/vmlinuz` (newer ones).
+fn find_image(tree: &Path) -> Result<(PathBuf, String), String> {
+    let boot = tree.join("boot");
+    if let Ok(dir) = std::fs::read_dir(&boot) {
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(release) = name.strip_prefix("vmlinuz-") {
+                return Ok((e.path(), release.into()));
+            }
+        }
+    }
+    for base in ["usr/lib/modules", "lib/modules"] {
+        if let Ok(dir) = std::fs::read_dir(tree.join(base)) {
+            for e in dir.flatten() {
+                let image = e.path().join("vmlinuz");
+                if image.exists() {
+                    return Ok((image, e.file_name().to_string_lossy().into_owned()));
+                }
+            }
+        }
+    }
+    Err(format!("no kernel image in {}", tree.display()))
+}
+
+/// `depmod -b` where the package shipped modules without `modules.dep`.
+fn index_modules(tree: &Path, release: &str) -> Result<(), String> {
+    for base in ["usr", ""] {
+        let root = tree.join(base);
+        let mods = root.join("lib/modules").join(release);
+        if !mods.join("kernel").exists() || mods.join("modules.dep").exists() {
+            continue;
+        }
+        let out = Command::new("depmod")
+            .arg("-b")
+            .arg(&root)
+            .arg(release)
+            .output()
+            .map_err(|e| format!("cannot run depmod: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "depmod -b {} {release}: {}",
+                root.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_without_modules_is_unbootable() {
+        let tree = std::env::temp_dir().join(format!("usdt-kernels-test-{}", std::process::id()));
+        let boot = tree.join("boot");
+        std::fs::create_dir_all(&boot).unwrap();
+        let kernel = Kernel {
+            generation: "6.19".into(),
+            package: "linux-binary-6.19.14+deb13-amd64".into(),
+            version: "6.19.14-1~bpo13+1".into(),
+            release: "6.19.14+deb13-amd64".into(),
+            vmlinuz: boot.join("vmlinuz-6.19.14+deb13-amd64"),
+        };
+        assert!(unbootable(&kernel)
+            .unwrap()
+            .contains("no linux-modules package"));
+        std::fs::create_dir_all(tree.join("lib/modules/6.19.14+deb13-amd64/kernel")).unwrap();
+        assert_eq!(unbootable(&kernel), None);
+        std::fs::remove_dir_all(&tree).unwrap();
+    }
+
+    #[test]
+    fn picks_the_newest_generic_kernel() {
+        let search = "\
+linux-image-6.1-amd64 - Linux for 64-bit PCs (meta-package)
+linux-image-6.1.0-47-amd64 - Linux 6.1 for 64-bit PCs (signed)
+linux-image-6.1.0-47-cloud-amd64 - Linux 6.1 for x86-64 cloud (signed)
+linux-image-6.1.0-47-rt-amd64 - Linux 6.1 for 64-bit PCs, PREEMPT_RT (signed)
+linux-image-6.1.0-47-amd64-unsigned - Linux 6.1 for 64-bit PCs
+linux-image-6.1.0-47-amd64-dbg - Debug symbols for linux-image-6.1.0-47-amd64
+";
+        assert_eq!(
+            candidates(search),
+            ["linux-image-6.1-amd64", "linux-image-6.1.0-47-amd64"]
+        );
+        let show = "\
+Package: linux-image-7.3-amd64
+Version: 7.3~rc7-1~exp1
+Depends: dracut | initramfs-tools (>= 0.120+deb8u2), linux-binary-7.3-amd64 (= 7.3~rc7-1~exp1), linux-modules-7.3-amd64 (= 7.3~rc7-1~exp1)
+
+Package: linux-image-7.3.4+deb13-amd64
+Version: 7.3.4-1~bpo13+1
+Depends: linux-binary-7.3.4+deb13-amd64 (= 7.3.4-1~bpo13+1)
+";
+        let records = parse_records(show);
+        assert_eq!(records.len(), 2);
+        assert_eq!(
+            records[0].depends,
+            [
+                "dracut",
+                "linux-binary-7.3-amd64",
+                "linux-modules-7.3-amd64"
+            ]
+        );
+        assert_eq!(
+            newest(&records).unwrap().package,
+            "linux-image-7.3.4+deb13-amd64"
+        );
+    }
+}

@@ -1,0 +1,614 @@
+//! The checks, run on the kernel under test: inside a guest (this binary's
+//! `guest` command, started by [`crate::boot`]), or on the machine itself
+//! for the host row. Each check runs a real program (`usdt`, the examples,
+//! the bench, bpftrace, gdb) with a timeout and keeps its exit status and
+//! output; the result is one JSON object.
+//!
+//! - a. detection: `syscall(336)`'s errno, measured here, and what
+//!   `usdt features` says (fork self-test, where auto attaches);
+//! - b. per layout: the default attach point (`usdt list`), whether a
+//!   uprobe at Location + 1 gets the site optimized (`[uprobes-trampoline]`
+//!   mapped after hits, or the site's bytes rewritten to a call);
+//! - c. exact counts and argument values: `usdt count` and `usdt trace` on
+//!   every engine the kernel offers, bpftrace and gdb;
+//! - d. a forking program under the default attach and under `--attach next`;
+//! - e. the red-zone program under Location + 1;
+//! - f. the bench's attached rows.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::build::LayoutBins;
+use crate::features::{self, Features};
+
+/// What the guest command was given.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub usdt: PathBuf,
+    pub layouts: Vec<LayoutBins>,
+    /// Iterations of each bench row.
+    pub bench_iterations: u64,
+    /// The longest any one program may run.
+    pub timeout: Duration,
+}
+
+/// How a program ended, and what it printed.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// `exit=0`, `signal=11`, `timeout`, or `not run: ...`.
+    pub status: String,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Outcome {
+    pub fn ok(&self) -> bool {
+        self.status == "exit=0"
+    }
+}
+
+/// Runs `program args` with `input` on its stdin, for at most `timeout`.
+pub fn run(program: &Path, args: &[&str], input: &str, timeout: Duration) -> Outcome {
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            return Outcome {
+                status: format!("not run: {}: {e}", program.display()),
+                stdout: String::new(),
+                stderr: String::new(),
+            }
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.as_bytes());
+    }
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut s);
+            }
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let out = reader(child.stdout.take().map(|p| Box::new(p) as _));
+    let err = reader(child.stderr.take().map(|p| Box::new(p) as _));
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break describe(s),
+            Ok(None) if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break "timeout".to_string();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => break format!("not run: wait: {e}"),
+        }
+    };
+    Outcome {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
+
+fn describe(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exit={c}"),
+        (None, Some(sig)) => format!("signal={sig}"),
+        _ => format!("{s}"),
+    }
+}
+
+/// `syscall(336)`'s errno from a normal caller: ENOSYS where there is no
+/// uprobe syscall, ENXIO on the nop5 kernels, EPROTO on the nop10 ones.
+pub fn uprobe_syscall_errno() -> String {
+    // SAFETY: syscall 336 is the uprobe syscall where it exists; called from
+    // outside a trampoline it changes nothing and fails; elsewhere it is
+    // ENOSYS. It takes no pointers.
+    let r = unsafe { libc::syscall(336) };
+    if r >= 0 {
+        return "returned".into();
+    }
+    errno_name(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+}
+
+fn errno_name(e: i32) -> String {
+    match e {
+        libc::ENOSYS => "ENOSYS".into(),
+        libc::ENXIO => "ENXIO".into(),
+        libc::EPROTO => "EPROTO".into(),
+        libc::EINVAL => "EINVAL".into(),
+        libc::EFAULT => "EFAULT".into(),
+        e => format!("errno {e}"),
+    }
+}
+
+/// Every check; the result object. `log` gets one line per program run.
+pub fn check(plan: &Plan) -> Value {
+    let mut log = Vec::new();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let errno = uprobe_syscall_errno();
+    let features = detect(plan, &mut log);
+    let mut optimized = serde_json::Map::new();
+    let mut list_attach = serde_json::Map::new();
+    let mut redzone = serde_json::Map::new();
+    let mut fork = serde_json::Map::new();
+    let mut bench = serde_json::Map::new();
+    let mut counts = Vec::new();
+    let engines: &[&str] = match features.uprobe_multi {
+        Some(true) => &["perf", "bpf"],
+        _ => &["perf"],
+    };
+    for bins in &plan.layouts {
+        let name = bins.layout.name;
+        let demo = bins.examples.join("demo");
+        list_attach.insert(name.into(), json!(listed_attach(plan, &demo, &mut log)));
+        let (rz_ok, trampoline, rz) = red_zone(plan, bins, &mut log);
+        redzone.insert(name.into(), json!({ "ok": rz_ok, "status": rz }));
+        let rows = bench_rows(plan, bins, &mut log);
+        counts.push(bench_hits(&rows, name));
+        let rewritten = row(&rows, "forced-next")
+            .and_then(|r| r.get("site")?.as_str().map(site_rewritten))
+            .unwrap_or(false);
+        optimized.insert(name.into(), json!(trampoline || rewritten));
+        bench.insert(name.into(), rows);
+        let default = fork_check(plan, bins, "auto", &mut log);
+        let next = fork_check(plan, bins, "next", &mut log);
+        fork.insert(name.into(), json!({ "default": default, "next": next }));
+        for engine in engines {
+            counts.push(count_check(plan, &demo, name, engine, &mut log));
+            counts.push(trace_check(plan, &demo, name, engine, &mut log));
+        }
+        if bins.layout.feature.is_none() {
+            counts.push(bpftrace_check(plan, &demo, &mut log));
+            counts.push(gdb_check(plan, &demo, &mut log));
+        }
+    }
+    let counts_exact = !counts.is_empty() && counts.iter().all(|c| c["exact"] == true);
+    let fork_survives_default = !fork.is_empty()
+        && fork
+            .values()
+            .all(|f| f["default"]["child_survives"] == true);
+    let rows = summary_rows(&bench);
+    let ratio = match (rows.get("default"), rows.get("c-sdt-nop")) {
+        (Some(d), Some(c)) if c.as_f64() > Some(0.0) => {
+            json!(d.as_f64().unwrap_or(0.0) / c.as_f64().unwrap_or(1.0))
+        }
+        _ => Value::Null,
+    };
+    json!({
+        "kernel": release,
+        "uprobe_syscall": errno,
+        "features_uprobe_syscall": features.uprobe_syscall,
+        "uprobe_multi": features.uprobe_multi,
+        "fork_test": features.fork_test,
+        "speed_test": features.speed_test.map(|(t, o)| json!({ "trap": t, "optimized": o })),
+        "default_attach": features.default_attach.iter().filter(|(l, _)| plan.layouts.iter().any(|b| b.layout.name == l)).map(|(l, a)| (l.clone(), json!(a))).collect::<serde_json::Map<_, _>>(),
+        "list_attach": list_attach,
+        "optimized": optimized,
+        "red_zone": redzone,
+        "fork": fork,
+        "checks": counts,
+        "counts_exact": counts_exact,
+        "fork_survives_default": fork_survives_default,
+        "rows": rows,
+        "ratio_default_vs_c": ratio,
+        "bench": bench,
+        "log": log,
+    })
+}
+
+fn logged(log: &mut Vec<String>, what: String, o: &Outcome) {
+    log.push(format!("{what}: {}", o.status));
+    if !o.ok() {
+        let tail: Vec<&str> = o.stderr.lines().rev().take(3).collect();
+        for l in tail.into_iter().rev() {
+            log.push(format!("  {l}"));
+        }
+    }
+}
+
+/// a. `usdt features --json` where the command has it, else its text.
+fn detect(plan: &Plan, log: &mut Vec<String>) -> Features {
+    let o = run(&plan.usdt, &["features", "--json"], "", plan.timeout);
+    if o.ok() {
+        if let Some(f) = features::from_json(&o.stdout) {
+            logged(log, "usdt features --json".into(), &o);
+            return f;
+        }
+    }
+    let o = run(&plan.usdt, &["features"], "", plan.timeout);
+    logged(log, "usdt features".into(), &o);
+    for l in o.stdout.lines() {
+        log.push(format!("  {l}"));
+    }
+    features::from_text(&o.stdout)
+}
+
+/// b. The ATTACH column of `usdt list` for `http:request_start`.
+fn listed_attach(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Option<String> {
+    let o = run(
+        &plan.usdt,
+        &["list", &demo.to_string_lossy()],
+        "",
+        plan.timeout,
+    );
+    logged(log, format!("usdt list {}", demo.display()), &o);
+    parse_list_attach(&o.stdout, "http:request_start")
+}
+
+/// The ATTACH column of `probe`'s row: the text under the header's ATTACH up
+/// to the ARGUMENTS column.
+pub fn parse_list_attach(text: &str, probe: &str) -> Option<String> {
+    let header = text.lines().find(|l| l.starts_with("PROBE"))?;
+    let (start, end) = (header.find("ATTACH")?, header.find("ARGUMENTS")?);
+    let line = text.lines().find(|l| l.starts_with(probe))?;
+    let cell = line.get(start..end.min(line.len()))?;
+    Some(cell.trim().to_string())
+}
+
+/// A long nop rewritten to a call: `90 e8` (nop5) or
+/// `90 48 8d 64 24 80 e8` (nop10: `lea -0x80(%rsp),%rsp; call`).
+pub fn site_rewritten(site: &str) -> bool {
+    site.starts_with("90 e8 ") || site.starts_with("90 48 8d 64 24 80 e8 ")
+}
+
+/// e. `redzone` under `usdt count --attach next`: (result right, trampoline
+/// mapped, status).
+fn red_zone(plan: &Plan, bins: &LayoutBins, log: &mut Vec<String>) -> (bool, bool, String) {
+    let bin = bins.examples.join("redzone");
+    let n = "20000";
+    let o = run(
+        &plan.usdt,
+        &["count", "--attach", "next", "--", &bin.to_string_lossy(), n],
+        "\n",
+        plan.timeout,
+    );
+    logged(
+        log,
+        format!(
+            "usdt count --attach next -- redzone {n} ({})",
+            bins.layout.name
+        ),
+        &o,
+    );
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("result="))
+        .unwrap_or("");
+    let field = |k: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .map(String::from)
+    };
+    let right = o.ok() && field("result=").is_some() && field("result=") == field("reference=");
+    let trampoline = field("trampoline=").as_deref() == Some("true");
+    (right, trampoline, o.status)
+}
+
+/// d. `fork` under `usdt count --attach POINT`: the child's fate and both
+/// results.
+fn fork_check(plan: &Plan, bins: &LayoutBins, point: &str, log: &mut Vec<String>) -> Value {
+    let bin = bins.examples.join("fork");
+    let o = run(
+        &plan.usdt,
+        &[
+            "count",
+            "--attach",
+            point,
+            "--",
+            &bin.to_string_lossy(),
+            "2000",
+        ],
+        "\n\n",
+        plan.timeout,
+    );
+    logged(
+        log,
+        format!(
+            "usdt count --attach {point} -- fork 2000 ({})",
+            bins.layout.name
+        ),
+        &o,
+    );
+    let line = |who: &str| o.stdout.lines().find(|l| l.starts_with(who)).unwrap_or("");
+    let field = |l: &str, k: &str| {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .map(String::from)
+    };
+    let right =
+        |l: &str| field(l, "result=").is_some() && field(l, "result=") == field(l, "reference=");
+    let parent = line("parent ");
+    let child = field(parent, "child=");
+    json!({
+        "status": o.status,
+        "child": child,
+        "child_survives": o.ok() && child.as_deref() == Some("exit=0") && right(parent) && right(line("child ")),
+        "trampoline": field(line("before "), "trampoline=").as_deref() == Some("true"),
+    })
+}
+
+/// c. `usdt count --engine E -- demo 5`: each of demo's three probes 5 times.
+fn count_check(
+    plan: &Plan,
+    demo: &Path,
+    layout: &str,
+    engine: &str,
+    log: &mut Vec<String>,
+) -> Value {
+    let o = run(
+        &plan.usdt,
+        &[
+            "count",
+            "--engine",
+            engine,
+            "--",
+            &demo.to_string_lossy(),
+            "5",
+        ],
+        "",
+        plan.timeout,
+    );
+    logged(
+        log,
+        format!("usdt count --engine {engine} -- demo 5 ({layout})"),
+        &o,
+    );
+    let want = ["http:request_done 5", "http:request_start 5", "http:tick 5"];
+    let exact = o.ok()
+        && want
+            .iter()
+            .all(|w| o.stdout.lines().any(|l| l.trim() == *w));
+    json!({ "tool": "usdt count", "engine": engine, "layout": layout, "status": o.status, "exact": exact })
+}
+
+/// c. `usdt trace --json --engine E -- demo 3`: nine hits, each with its
+/// arguments.
+fn trace_check(
+    plan: &Plan,
+    demo: &Path,
+    layout: &str,
+    engine: &str,
+    log: &mut Vec<String>,
+) -> Value {
+    let o = run(
+        &plan.usdt,
+        &[
+            "trace",
+            "--json",
+            "--engine",
+            engine,
+            "--",
+            &demo.to_string_lossy(),
+            "3",
+        ],
+        "",
+        plan.timeout,
+    );
+    logged(
+        log,
+        format!("usdt trace --json --engine {engine} -- demo 3 ({layout})"),
+        &o,
+    );
+    let exact = o.ok() && trace_exact(&o.stdout, 3);
+    json!({ "tool": "usdt trace", "engine": engine, "layout": layout, "status": o.status, "exact": exact })
+}
+
+/// Whether `usdt trace --json` output of `demo N` has every hit with its
+/// arguments, and nothing else.
+pub fn trace_exact(out: &str, n: u64) -> bool {
+    let hits: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("probe").is_some())
+        .collect();
+    let mut want = Vec::new();
+    for id in 0..n {
+        want.push(json!({"probe": "http:request_start", "args": {"id": id, "path": format!("/item/{id}")}}));
+        want.push(json!({"probe": "http:request_done", "id": id, "status": 200}));
+        want.push(json!({"probe": "http:tick", "args": [id, -1]}));
+    }
+    hits.len() == want.len()
+        && want.iter().all(|w| {
+            hits.iter().any(|h| {
+                h["probe"] == w["probe"]
+                    && match w["probe"].as_str() {
+                        Some("http:request_done") => {
+                            h["args"]["id"] == w["id"] && h["args"]["status"] == w["status"]
+                        }
+                        _ => h["args"] == w["args"],
+                    }
+            })
+        })
+}
+
+/// c. bpftrace 0.17's own attach (at the note's Location) and `str()`.
+fn bpftrace_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
+    let d = demo.to_string_lossy();
+    let program =
+        format!("usdt:{d}:http:request_start {{ printf(\"%d %s\\n\", arg0, str(arg1)); }}");
+    let o = run(
+        Path::new("bpftrace"),
+        &["-e", &program, "-c", &format!("{d} 3")],
+        "",
+        plan.timeout,
+    );
+    logged(
+        log,
+        "bpftrace usdt:demo:http:request_start -c 'demo 3'".into(),
+        &o,
+    );
+    let lines: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| {
+            l.split_once(' ')
+                .is_some_and(|(a, b)| a.parse::<u64>().is_ok() && b.starts_with('/'))
+        })
+        .collect();
+    let exact = o.ok() && lines == ["0 /item/0", "1 /item/1", "2 /item/2"];
+    json!({ "tool": "bpftrace", "engine": "bpftrace", "layout": "nop5", "status": o.status, "exact": exact })
+}
+
+/// c. gdb stops at the probe and reads an argument.
+fn gdb_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
+    let d = demo.to_string_lossy();
+    let o = run(
+        Path::new("gdb"),
+        &[
+            "-batch",
+            "-ex",
+            "break -probe-stap http:request_done",
+            "-ex",
+            "run",
+            "-ex",
+            "print $_probe_arg0",
+            "-ex",
+            "print $_probe_arg1",
+            "-ex",
+            "kill",
+            "--args",
+            &d,
+            "3",
+        ],
+        "",
+        plan.timeout,
+    );
+    logged(
+        log,
+        "gdb break -probe-stap http:request_done --args demo 3".into(),
+        &o,
+    );
+    let exact = o.ok() && o.stdout.contains("$1 = 0") && o.stdout.contains("$2 = 200");
+    json!({ "tool": "gdb", "engine": "gdb", "layout": "nop5", "status": o.status, "exact": exact })
+}
+
+/// f. `bench --attached-rows N`.
+fn bench_rows(plan: &Plan, bins: &LayoutBins, log: &mut Vec<String>) -> Value {
+    let n = plan.bench_iterations.to_string();
+    let o = run(&bins.bench, &["--attached-rows", &n], "", plan.timeout);
+    logged(
+        log,
+        format!("bench --attached-rows {n} ({})", bins.layout.name),
+        &o,
+    );
+    serde_json::from_str(o.stdout.trim()).unwrap_or_else(|_| json!({ "error": o.status }))
+}
+
+/// c. Every attached bench row counted each of its iterations.
+fn bench_hits(bench: &Value, layout: &str) -> Value {
+    let rows = bench["rows"].as_array().cloned().unwrap_or_default();
+    let attached: Vec<&Value> = rows.iter().filter(|r| r["attach"] != "none").collect();
+    let exact = !attached.is_empty() && attached.iter().all(|r| r["hits"] == bench["iterations"]);
+    json!({ "tool": "bench", "engine": "perf", "layout": layout, "status": "-", "exact": exact })
+}
+
+fn row<'a>(bench: &'a Value, name: &str) -> Option<&'a Value> {
+    bench["rows"].as_array()?.iter().find(|r| r["name"] == name)
+}
+
+/// The rows of the matrix, in M/s: `default` (the nop5 build's auto
+/// attach, what applications get), each layout forced at Location + 1,
+/// `c-sdt-nop` and `syscall` (from the default layout's run).
+fn summary_rows(bench: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    let mut rows = serde_json::Map::new();
+    let mops = |r: &Value| match r["error"].is_null() {
+        true => r["mops"].clone(),
+        false => Value::Null,
+    };
+    if let Some(first) = bench.get("nop5") {
+        for (name, key) in [
+            ("default", "default"),
+            ("c-sdt-nop", "c-sdt-nop"),
+            ("syscall", "syscall"),
+        ] {
+            if let Some(r) = row(first, key) {
+                rows.insert(name.into(), mops(r));
+            }
+        }
+    }
+    for (layout, b) in bench {
+        if let Some(r) = row(b, "forced-next") {
+            rows.insert(format!("{layout}-forced"), mops(r));
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_attach_column() {
+        let list = "\
+PROBE                                                SITES  LAYOUT     SEMAPHORE           ATTACH           ARGUMENTS
+http:request_done(id: u64, status: u16, nanos: u64)      1  nop;nop5   0x5a002             nop (fork-safe)  8@%rax 2@%dx 8@%rcx
+http:request_start(id: u64, path: &str)                  1  nop;nop5   0x5a000             next             8@%rcx 8@%rax
+";
+        assert_eq!(
+            parse_list_attach(list, "http:request_start").as_deref(),
+            Some("next")
+        );
+        assert_eq!(
+            parse_list_attach(list, "http:request_done").as_deref(),
+            Some("nop (fork-safe)")
+        );
+        assert_eq!(parse_list_attach(list, "http:nothing"), None);
+    }
+
+    #[test]
+    fn knows_each_rewritten_form() {
+        assert!(site_rewritten("90 e8 12 34 56 78 00"));
+        assert!(site_rewritten("90 48 8d 64 24 80 e8 00 00 00 00"));
+        assert!(!site_rewritten("90 0f 1f 44 00 00 00"));
+        assert!(!site_rewritten("90 66 2e 0f 1f 84 00 00 00 00 00"));
+    }
+
+    #[test]
+    fn a_trace_is_exact_only_with_every_argument() {
+        let mut out = String::new();
+        for id in 0..2 {
+            out += &format!("{{\"probe\":\"http:request_start\",\"args\":{{\"id\":{id},\"path\":\"/item/{id}\"}}}}\n");
+            out += &format!("{{\"probe\":\"http:request_done\",\"args\":{{\"id\":{id},\"status\":200,\"nanos\":5}}}}\n");
+            out += &format!("{{\"probe\":\"http:tick\",\"args\":[{id},-1]}}\n");
+        }
+        assert!(trace_exact(&out, 2));
+        assert!(!trace_exact(&out, 3));
+        assert!(!trace_exact(&out.replace("/item/1", "/item/9"), 2));
+    }
+
+    #[test]
+    fn a_program_that_runs_too_long_is_stopped() {
+        let o = run(Path::new("sleep"), &["5"], "", Duration::from_millis(200));
+        assert_eq!(o.status, "timeout");
+        let o = run(
+            Path::new("sh"),
+            &["-c", "read x; echo got $x; exit 3"],
+            "7\n",
+            Duration::from_secs(5),
+        );
+        assert_eq!(
+            (o.status.as_str(), o.stdout.as_str()),
+            ("exit=3", "got 7\n")
+        );
+    }
+}

@@ -1,0 +1,200 @@
+//! The matrix's report: the contracts each kernel's row must keep, a text
+//! table, and the JSON (one object per kernel).
+
+use serde_json::Value;
+
+/// The least ratio of the default attach's traced rate to C `sys/sdt.h`'s:
+/// emulated CPUs (TCG) are noisier than real ones.
+pub fn min_ratio(accel: &str) -> f64 {
+    match accel {
+        "tcg" => 0.9,
+        _ => 0.95,
+    }
+}
+
+/// The contracts a row breaks, each in words (none: it keeps them all).
+pub fn broken(row: &Value) -> Vec<String> {
+    let mut broken = Vec::new();
+    if row["unavailable"].is_string() {
+        return broken;
+    }
+    if let Some(why) = row["error"].as_str() {
+        broken.push(format!("not checked: {why}"));
+        return broken;
+    }
+    let kernel = row["kernel"].as_str().unwrap_or("?");
+    let errno = row["uprobe_syscall"].as_str().unwrap_or("?");
+    match crate::expected_errno(kernel) {
+        Some(want) if want != errno => broken.push(format!(
+            "syscall(336) gave {errno}, this generation's is {want}"
+        )),
+        None => broken.push(format!(
+            "cannot tell the generation of release \"{kernel}\""
+        )),
+        _ => {}
+    }
+    if row["counts_exact"] != true {
+        broken.push("a count or an argument value was wrong (counts_exact false)".into());
+    }
+    if row["fork_survives_default"] != true {
+        broken.push("a forked child did not survive the default attach".into());
+    }
+    let accel = row["accel"].as_str().unwrap_or("kvm");
+    match row["ratio_default_vs_c"].as_f64() {
+        Some(r) if r >= min_ratio(accel) => {}
+        Some(r) => broken.push(format!(
+            "the default attach ran at {r:.2}x C sys/sdt.h's rate (at least {} here)",
+            min_ratio(accel)
+        )),
+        None => broken.push("the bench's default or C row did not run".into()),
+    }
+    broken
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::Bool(b) => if *b { "yes" } else { "no" }.into(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() => format!("{f:.3}"),
+            _ => n.to_string(),
+        },
+        v => v.to_string(),
+    }
+}
+
+/// A forked child's fate under an attach: `exit=0`, `signal=11`, or
+/// `refused` where the attach itself failed.
+fn child(fork: &Value) -> String {
+    match (fork["child"].as_str(), fork["status"].as_str()) {
+        (Some(c), _) => c.into(),
+        (None, Some(s)) if s != "exit=0" => "refused".into(),
+        _ => "-".into(),
+    }
+}
+
+/// One line per kernel, then each kernel's broken contracts and its log.
+pub fn text(rows: &[Value]) -> String {
+    let header = [
+        "kernel",
+        "accel",
+        "errno",
+        "fork test",
+        "auto nop5",
+        "auto nop10",
+        "opt nop5",
+        "opt nop10",
+        "counts",
+        "fork ok",
+        "next: child nop5",
+        "nop10",
+        "default M/s",
+        "C M/s",
+        "ratio",
+        "nop5 +1",
+        "nop10 +1",
+        "syscall",
+    ];
+    let mut table = vec![header.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
+    for r in rows {
+        table.push(vec![
+            cell(&r["kernel"]),
+            cell(&r["accel"]),
+            cell(&r["uprobe_syscall"]),
+            cell(&r["fork_test"]),
+            cell(&r["default_attach"]["nop5"]),
+            cell(&r["default_attach"]["nop10"]),
+            cell(&r["optimized"]["nop5"]),
+            cell(&r["optimized"]["nop10"]),
+            cell(&r["counts_exact"]),
+            cell(&r["fork_survives_default"]),
+            child(&r["fork"]["nop5"]["next"]),
+            child(&r["fork"]["nop10"]["next"]),
+            cell(&r["rows"]["default"]),
+            cell(&r["rows"]["c-sdt-nop"]),
+            cell(&r["ratio_default_vs_c"]),
+            cell(&r["rows"]["nop5-forced"]),
+            cell(&r["rows"]["nop10-forced"]),
+            cell(&r["rows"]["syscall"]),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| table.iter().map(|row| row[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &table {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out += line.join("  ").trim_end();
+        out += "\n";
+    }
+    for r in rows {
+        out += &format!(
+            "\n{} ({} {}, {}, {:.0} s):\n",
+            cell(&r["kernel"]),
+            cell(&r["package"]),
+            cell(&r["version"]),
+            cell(&r["accel"]),
+            r["seconds"].as_f64().unwrap_or(0.0)
+        );
+        let broken = broken(r);
+        if let Some(why) = r["unavailable"].as_str() {
+            out += &format!("  UNAVAILABLE: {why}\n");
+        } else if broken.is_empty() {
+            out += "  contracts kept\n";
+        }
+        for b in broken {
+            out += &format!("  BROKEN: {b}\n");
+        }
+        for l in r["log"].as_array().into_iter().flatten() {
+            out += &format!("  {}\n", l.as_str().unwrap_or(""));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn good() -> Value {
+        json!({
+            "kernel": "7.3.4+deb13-amd64", "accel": "tcg", "uprobe_syscall": "EPROTO",
+            "counts_exact": true, "fork_survives_default": true, "ratio_default_vs_c": 0.93,
+        })
+    }
+
+    #[test]
+    fn a_good_row_keeps_every_contract() {
+        assert_eq!(broken(&good()), Vec::<String>::new());
+        assert!(text(&[good()]).contains("contracts kept"));
+    }
+
+    #[test]
+    fn each_contract_can_break() {
+        let mut r = good();
+        r["uprobe_syscall"] = json!("ENXIO");
+        assert!(broken(&r)[0].contains("this generation's is EPROTO"));
+        let mut r = good();
+        r["counts_exact"] = json!(false);
+        assert_eq!(broken(&r).len(), 1);
+        let mut r = good();
+        r["fork_survives_default"] = json!(false);
+        assert_eq!(broken(&r).len(), 1);
+        let mut r = good();
+        r["ratio_default_vs_c"] = json!(0.85);
+        assert!(broken(&r)[0].contains("0.85x"));
+        r["accel"] = json!("kvm");
+        r["ratio_default_vs_c"] = json!(0.92);
+        assert!(broken(&r)[0].contains("at least 0.95"));
+        assert!(!broken(&json!({"error": "qemu cannot run here"})).is_empty());
+        let gone = json!({"kernel": "6.19.14", "unavailable": "no modules"});
+        assert!(broken(&gone).is_empty());
+        assert!(text(&[gone]).contains("UNAVAILABLE: no modules"));
+    }
+}
