@@ -211,6 +211,19 @@ impl KernelFeatures {
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn uprobe_syscall() -> UprobeSyscall {
+    match uprobe_syscall_errno() {
+        Some(libc::ENOSYS) => UprobeSyscall::Absent,
+        Some(libc::ENXIO) => UprobeSyscall::OptimizesNop5,
+        Some(libc::EPROTO) => UprobeSyscall::OptimizesNop10,
+        Some(e) => UprobeSyscall::Unknown(e),
+        None => UprobeSyscall::Unknown(0),
+    }
+}
+
+/// The errno of `syscall(336)`, or `None` if it succeeded. Also read by the
+/// fork guard, once per process.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) fn uprobe_syscall_errno() -> Option<i32> {
     // SAFETY: the uprobe syscall takes no arguments; called from outside a
     // uprobe trampoline it only returns an error, and kernels without it
     // return ENOSYS. Reading errno right after is the documented protocol.
@@ -218,13 +231,7 @@ fn uprobe_syscall() -> UprobeSyscall {
         let ret = libc::syscall(SYS_UPROBE as libc::c_long);
         (ret, *libc::__errno_location())
     };
-    match (ret, errno) {
-        (-1, libc::ENOSYS) => UprobeSyscall::Absent,
-        (-1, libc::ENXIO) => UprobeSyscall::OptimizesNop5,
-        (-1, libc::EPROTO) => UprobeSyscall::OptimizesNop10,
-        (-1, e) => UprobeSyscall::Unknown(e),
-        _ => UprobeSyscall::Unknown(0),
-    }
+    (ret == -1).then_some(errno)
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
