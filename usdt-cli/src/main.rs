@@ -21,10 +21,10 @@ use closest::closest;
 use count_engine::{Counter, Engine};
 
 use usdt_trace::{
-    escape, escape_name, fork_test, glob_match, process_alive, read_file_probes, read_process,
-    read_semaphore, resolve_program, shared_libraries, tracer_features, AttachPoint, ElfProbes,
-    Error, ExitStatus, KernelFeatures, OptimizedFork, PausedCommand, Site, SiteLayout, Target,
-    UprobeSyscall, FORK_TEST_CACHE,
+    escape, escape_name, fork_test, glob_match, process_alive, read_file_fork_guard,
+    read_file_probes, read_process, read_semaphore, resolve_program, shared_libraries,
+    tracer_features, AttachPoint, ElfProbes, Error, ExitStatus, KernelFeatures, OptimizedFork,
+    PausedCommand, Site, SiteLayout, Target, UprobeSyscall, FORK_TEST_CACHE,
 };
 
 /// The exit status after stdout was closed, as if SIGPIPE had ended us.
@@ -120,6 +120,7 @@ fn features() -> Result<i32, Error> {
         OptimizedFork::ChildSurvives => "the child survives",
         OptimizedFork::ChildDies => "the child dies",
         OptimizedFork::Untested => "untested (assumed to die)",
+        OptimizedFork::GuardedByProgram => "fork-safe (guarded by the program)",
     };
     let source = match (test.cached, test.took) {
         (true, _) => format!("; cached for this boot in {FORK_TEST_CACHE}"),
@@ -134,6 +135,17 @@ fn features() -> Result<i32, Error> {
         out!(
             "auto attach on a {layout} site: {}",
             auto_attach_words(layout, &f)
+        );
+    }
+    let guarded = f.with_fork_guard(true);
+    if guarded.optimized_fork == OptimizedFork::GuardedByProgram {
+        out!(
+            "fork after an optimized hit, in a program with usdt's fork guard: fork-safe (guarded by the program: its forked child maps a page of ret where the trampoline was)"
+        );
+        out!(
+            "auto attach on a {} site of a guarded program: {}",
+            SiteLayout::NopNop5,
+            auto_attach_words(SiteLayout::NopNop5, &guarded)
         );
     }
     match f.uprobe_pmu_type {
@@ -153,7 +165,11 @@ fn features() -> Result<i32, Error> {
 /// Where `Auto` attaches on this kernel, in words (for listings).
 fn auto_attach_words(layout: SiteLayout, features: &KernelFeatures) -> &'static str {
     if features.attach_after_nop(layout) {
-        "+1 (optimized)"
+        if features.optimized_fork == OptimizedFork::GuardedByProgram {
+            "+1 (optimized, fork guard)"
+        } else {
+            "+1 (optimized)"
+        }
     } else if features.optimizes(layout) {
         "nop (fork-safe)"
     } else {
@@ -229,7 +245,8 @@ fn list(args: ListArgs) -> Result<i32, Error> {
                 return Err(Error::Invalid(format!("{} has no probes", escape(binary))));
             }
             let sigs = typed::signatures([Path::new(binary)]);
-            print_table(&probes.sites, &sigs, 0, args.sites, &|_| None)?;
+            let guarded = read_file_fork_guard(binary).unwrap_or(false);
+            print_table(&probes.sites, &sigs, 0, guarded, args.sites, &|_| None)?;
             Ok(0)
         }
         // clap asks for one of them.
@@ -257,7 +274,15 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
         out!("{path} (load bias {:#x})", object.bias);
         let value = |addr: u64| read_semaphore(pid, addr.wrapping_add(object.bias)).ok();
         let sigs = typed::signatures([object.open_path.as_path()]);
-        print_table(&probes.sites, &sigs, object.bias, with_sites, &value)?;
+        let guarded = read_file_fork_guard(&object.open_path).unwrap_or(false);
+        print_table(
+            &probes.sites,
+            &sigs,
+            object.bias,
+            guarded,
+            with_sites,
+            &value,
+        )?;
     }
     if !any {
         return Err(Error::Invalid(format!(
@@ -270,15 +295,16 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
 /// One row per probe (a recorded probe with its parameters:
 /// `http:request_start(id: u64, path: &str)`); with `sites`, one indented
 /// row per site below it. Names, parameters and argument strings come from
-/// the binary: escaped.
+/// the binary: escaped. `guarded`: the binary carries the fork guard.
 fn print_table(
     sites: &[Site],
     sigs: &usdt_trace::Signatures,
     bias: u64,
+    guarded: bool,
     with_sites: bool,
     semaphore_value: &dyn Fn(u64) -> Option<u16>,
 ) -> Result<(), Error> {
-    let features = &tracer_features();
+    let features = &tracer_features().with_fork_guard(guarded);
     let mut probes: BTreeMap<String, Vec<&Site>> = BTreeMap::new();
     for site in sites {
         probes
@@ -514,17 +540,28 @@ pub(crate) fn finish_command(
 }
 
 /// `--attach next` where the kernel optimizes the site and a forked child
-/// would die: obeyed, with one line saying so.
+/// would die (the kernel loses its trampoline and the program carries no
+/// fork guard): obeyed, with one line saying so.
 pub(crate) fn warn_next(point: AttachPoint, objects: &Objects, globs: &[String]) {
     if point != AttachPoint::Next {
         return;
     }
-    let features = KernelFeatures::detect();
-    let optimized = objects
-        .iter()
-        .flat_map(|(_, sites)| sites)
-        .any(|s| matches(globs, s) && features.optimizes(s.layout));
-    if optimized && fork_test().verdict != OptimizedFork::ChildSurvives {
+    let features = KernelFeatures {
+        optimized_fork: fork_test().verdict,
+        ..KernelFeatures::detect()
+    };
+    let exposed = |path: &PathBuf, sites: &Vec<Site>| {
+        let optimized = sites
+            .iter()
+            .any(|s| matches(globs, s) && features.optimizes(s.layout));
+        let guarded = || read_file_fork_guard(path).unwrap_or(false);
+        optimized
+            && !features
+                .with_fork_guard(guarded())
+                .optimized_fork
+                .child_survives()
+    };
+    if objects.iter().any(|(path, sites)| exposed(path, sites)) {
         eprintln!(
             "usdt: warning: --attach next on this kernel: a child the program forks after a hit dies (SIGSEGV) at its own first hit (usdt features says why)"
         );

@@ -81,6 +81,23 @@ pub enum OptimizedFork {
     ChildSurvives,
     /// The child of a process with an optimized site died at its first hit.
     ChildDies,
+    /// The kernel loses a forked child's trampoline (a nop5 kernel, where
+    /// `syscall(336)` fails with `ENXIO`), but the traced program carries
+    /// this crate's fork guard ([`crate::forkguard`]), which maps a page of
+    /// `ret` there in the child: fork-safe, guarded by the program. Set per
+    /// program by [`KernelFeatures::with_fork_guard`], never by detection.
+    GuardedByProgram,
+}
+
+impl OptimizedFork {
+    /// Whether a forked child survives a site the kernel optimized, by the
+    /// kernel's doing or the program's.
+    pub const fn child_survives(self) -> bool {
+        matches!(
+            self,
+            OptimizedFork::ChildSurvives | OptimizedFork::GuardedByProgram
+        )
+    }
 }
 
 /// The kernel's capabilities, as [`KernelFeatures::detect`] found them.
@@ -156,10 +173,29 @@ impl KernelFeatures {
     /// Whether a tracer attaches at Location + 1 (the long nop) on a site of
     /// this layout: only when this kernel optimizes exactly that layout and
     /// a forked child is known to survive an optimized site
-    /// ([`OptimizedFork::ChildSurvives`]); otherwise at the nop, which is
-    /// safe for every program.
+    /// ([`OptimizedFork::ChildSurvives`], or [`OptimizedFork::GuardedByProgram`]
+    /// for a program with the fork guard, see [`KernelFeatures::with_fork_guard`]);
+    /// otherwise at the nop, which is safe for every program.
     pub fn attach_after_nop(&self, layout: SiteLayout) -> bool {
-        self.optimizes(layout) && self.optimized_fork == OptimizedFork::ChildSurvives
+        self.optimizes(layout) && self.optimized_fork.child_survives()
+    }
+
+    /// These features for one program: `guarded` says whether the program
+    /// (the file a site is in) carries the fork guard (its `.note.usdt`
+    /// marker). On a kernel that optimizes nop5 sites and loses a forked
+    /// child's trampoline, a guarded program's verdict becomes
+    /// [`OptimizedFork::GuardedByProgram`]; anything else is unchanged (C
+    /// `sys/sdt.h` programs and older builds keep the kernel's verdict).
+    pub fn with_fork_guard(self, guarded: bool) -> KernelFeatures {
+        let kernel_survives = self.optimized_fork == OptimizedFork::ChildSurvives;
+        if guarded && self.uprobe_syscall == UprobeSyscall::OptimizesNop5 && !kernel_survives {
+            KernelFeatures {
+                optimized_fork: OptimizedFork::GuardedByProgram,
+                ..self
+            }
+        } else {
+            self
+        }
     }
 
     /// One word, so that a reader sees a whole answer or none. Bits 0-31
@@ -182,6 +218,7 @@ impl KernelFeatures {
             OptimizedFork::Untested => 0,
             OptimizedFork::ChildSurvives => 1,
             OptimizedFork::ChildDies => 2,
+            OptimizedFork::GuardedByProgram => 3,
         };
         word |= fork << 37;
         word |= (self.ref_ctr_offset_shift.unwrap_or(0) as u64) << 40;
@@ -203,6 +240,7 @@ impl KernelFeatures {
             optimized_fork: match word >> 37 & 3 {
                 1 => OptimizedFork::ChildSurvives,
                 2 => OptimizedFork::ChildDies,
+                3 => OptimizedFork::GuardedByProgram,
                 _ => OptimizedFork::Untested,
             },
         }
@@ -325,6 +363,7 @@ mod tests {
                 (Some(8), Some(32), OptimizedFork::ChildDies),
                 (None, None, OptimizedFork::Untested),
                 (Some(0x7fff), Some(0), OptimizedFork::ChildSurvives),
+                (Some(9), None, OptimizedFork::GuardedByProgram),
             ] {
                 let f = KernelFeatures {
                     uprobe_syscall,
@@ -380,6 +419,41 @@ mod tests {
             assert!(!f(UprobeSyscall::Absent).attach_after_nop(layout));
             assert!(!f(UprobeSyscall::Unknown(1)).attach_after_nop(layout));
         }
+    }
+
+    #[test]
+    fn the_fork_guard_makes_nop5_kernels_safe_for_guarded_programs() {
+        let kernel = |uprobe_syscall, optimized_fork| KernelFeatures {
+            uprobe_syscall,
+            uprobe_pmu_type: None,
+            kernel_semaphores: false,
+            ref_ctr_offset_shift: None,
+            optimized_fork,
+        };
+        for fork in [OptimizedFork::ChildDies, OptimizedFork::Untested] {
+            let nop5 = kernel(UprobeSyscall::OptimizesNop5, fork);
+            assert!(!nop5.attach_after_nop(SiteLayout::NopNop5));
+            assert!(!nop5
+                .with_fork_guard(false)
+                .attach_after_nop(SiteLayout::NopNop5));
+            let guarded = nop5.with_fork_guard(true);
+            assert_eq!(guarded.optimized_fork, OptimizedFork::GuardedByProgram);
+            assert!(guarded.attach_after_nop(SiteLayout::NopNop5));
+            assert!(!guarded.attach_after_nop(SiteLayout::NopNop10));
+            // The guard covers nop5 kernels only.
+            for other in [
+                UprobeSyscall::OptimizesNop10,
+                UprobeSyscall::Absent,
+                UprobeSyscall::Unknown(1),
+            ] {
+                let k = kernel(other, fork).with_fork_guard(true);
+                assert_eq!(k.optimized_fork, fork);
+                assert!(!k.attach_after_nop(SiteLayout::NopNop10));
+            }
+        }
+        // Where the kernel keeps the child alive itself, its verdict stays.
+        let fixed = kernel(UprobeSyscall::OptimizesNop5, OptimizedFork::ChildSurvives);
+        assert_eq!(fixed.with_fork_guard(true), fixed);
     }
 
     #[test]

@@ -22,8 +22,9 @@ use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 pub enum AttachPoint {
     /// Follow the table in the README's "The probe site": Location + 1 when
     /// this kernel optimizes the site's long nop and a child forked after an
-    /// optimized hit survives (the fork self-test, [`fork_test`](crate::fork_test));
-    /// otherwise Location.
+    /// optimized hit survives (the fork self-test, [`fork_test`](crate::fork_test)),
+    /// or the program carries usdt-runtime's fork guard
+    /// ([`OptimizedFork::GuardedByProgram`](crate::OptimizedFork)); otherwise Location.
     #[default]
     Auto,
     /// Always Location (the first `nop`), as tools that do not know nop5 do.
@@ -83,6 +84,26 @@ pub fn attach_delta(
             location: site.location,
             layout: site.layout,
         }),
+    }
+}
+
+/// `features` for the program at `path`, whose `site` is attached at
+/// `point`: the fork guard's marker is read only where it may change the
+/// answer (`Auto` on a site this kernel optimizes, whose child the kernel
+/// alone does not keep alive).
+pub(crate) fn program_features(
+    site: &Site,
+    point: AttachPoint,
+    features: &KernelFeatures,
+    path: &Path,
+) -> KernelFeatures {
+    let may_change = point == AttachPoint::Auto
+        && features.optimizes(site.layout)
+        && !features.attach_after_nop(site.layout);
+    if may_change {
+        features.with_fork_guard(crate::elf::forkguard::fork_guarded(path))
+    } else {
+        *features
     }
 }
 
@@ -399,7 +420,8 @@ impl<'a> Uprobe<'a> {
         path: &Path,
         c_path: &'a CString,
     ) -> Result<Uprobe<'a>, Error> {
-        let delta = attach_delta(site, point, features)?;
+        let features = program_features(site, point, features, path);
+        let delta = attach_delta(site, point, &features)?;
         let location = site.location_offset.ok_or_else(|| Error::NotLoaded {
             probe: site.probe(),
             location: site.location,

@@ -75,6 +75,9 @@ pub use command::{resolve_program, ExitStatus, PausedCommand};
 pub use elf::arg::{
     parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
 };
+pub use elf::forkguard::{
+    read_file_fork_guard, read_fork_guard, FORK_GUARD_SECTION, NT_USDT_FORK_GUARD,
+};
 pub use elf::note::{
     layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,
     SkippedNote, MAX_NAME, MAX_READ, NT_STAPSDT, SITE_BYTES,
