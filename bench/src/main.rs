@@ -12,6 +12,7 @@
 mod attach;
 mod callgrind;
 mod csdt;
+mod forks;
 mod loops;
 mod machine;
 mod many;
@@ -161,6 +162,8 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("--callgrind-child") => callgrind_child(&args[1..]),
+        // The fork guard's fork-and-exit loop (forks.rs).
+        Some("--fork-loop") => forks::helper(&args[1..]),
         // Build the peers helper only (tests time the bench without it).
         Some("--prepare") => {
             if let Err(e) = peers::build() {
@@ -235,6 +238,7 @@ fn run(opts: Options) -> Result<(), String> {
         idle: Ok(BTreeMap::new()),
         others: 0.0,
         many: Err("not run".into()),
+        forks: Err("not run".into()),
     };
     if let Err(e) = &c_loop {
         jobs.retain(|(key, _, _)| *key != "c-sdt");
@@ -317,6 +321,16 @@ fn run(opts: Options) -> Result<(), String> {
         }
         idle_instructions(&jobs, &bar)
     });
+    bar.set_message("fork guard");
+    if bar.is_hidden() {
+        eprintln!("bench: the fork guard's cost per fork ...");
+    }
+    report.forks = forks::run(
+        &exe,
+        opts.plan.runs,
+        opts.plan.runs == 1,
+        no_attach.is_none(),
+    );
     bar.set_message("many sites");
     if bar.is_hidden() {
         eprintln!("bench: the many-sites section ...");

@@ -48,6 +48,8 @@ pub struct Report {
     /// The many-sites section (rows, and the runs that failed), or why it
     /// did not run.
     pub many: Many,
+    /// The fork guard's cost per fork, or why it was not measured.
+    pub forks: Result<crate::forks::ForkCost, String>,
 }
 
 /// The many-sites section's outcome.
@@ -126,6 +128,7 @@ impl Report {
             s += &format!("# skipped {}: {why}.\n", names.join(", "));
         }
         s += &self.idle_table();
+        s += &crate::forks::table(&self.forks);
         match &self.many {
             Ok((rows, failed)) => s += &crate::many::table(rows, failed),
             Err(why) => s += &format!("# many sites not measured: {why}\n"),
@@ -208,6 +211,7 @@ impl Report {
                 doc["idle_instructions_skipped"] = json!(why);
             }
         }
+        doc["fork_guard"] = crate::forks::json(&self.forks);
         match &self.many {
             Ok((rows, _)) => doc["many_sites"] = crate::many::json(rows),
             Err(why) => doc["many_sites_skipped"] = json!(why),
