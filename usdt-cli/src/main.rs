@@ -166,7 +166,7 @@ fn features() -> Result<i32, Error> {
 fn auto_attach_words(layout: SiteLayout, features: &KernelFeatures) -> &'static str {
     if features.attach_after_nop(layout) {
         if features.optimized_fork == OptimizedFork::GuardedByProgram {
-            "+1 (optimized, fork guard)"
+            "+1 (guarded)"
         } else {
             "+1 (optimized)"
         }

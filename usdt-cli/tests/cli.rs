@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use common::{cdemo, cdemolib, example, nop10, parse_counts, readelf_notes, wait_for, Serve};
-use usdt_trace::{read_file_probes, read_process, read_semaphore};
+use usdt_trace::{read_file_probes, read_process, read_semaphore, tracer_features, SiteLayout};
 
 fn usdt(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_usdt"))
@@ -103,7 +103,8 @@ fn list_agrees_with_readelf(path: &Path) {
             s => format!("{s:#x}"),
         };
         assert_eq!(cols[3], semaphore);
-        // ATTACH is one or two words (`+1 (optimized)`, `nop (fork-safe)`);
+        // ATTACH is one or two words (`+1 (optimized)`, `+1 (guarded)`,
+        // `nop (fork-safe)`);
         // the arguments follow it.
         let args_at = if cols.get(5).is_some_and(|c| c.starts_with('(')) {
             6
@@ -128,15 +129,19 @@ fn list_agrees_with_readelf_on_rust_probes() {
     let exe = example("traced");
     list_agrees_with_readelf(&exe);
     let text = stdout(&usdt(&["list", exe.to_str().unwrap()]));
-    // Rust sites are nop;nop5; this kernel optimizes them, but a child forked
-    // after an optimized hit dies here (the fork self-test), so Auto stays
-    // on the nop.
+    // Rust sites are nop;nop5; this kernel optimizes them, and a child forked
+    // after an optimized hit would die here (the fork self-test), but the
+    // program carries the fork guard, so Auto takes +1.
     let eager = text
         .lines()
         .find(|l| l.starts_with("traced:eager("))
         .unwrap();
+    let guarded = tracer_features()
+        .with_fork_guard(true)
+        .attach_after_nop(SiteLayout::NopNop5);
+    let words = if guarded { "+1 (guarded)" } else { "nop" };
     assert!(
-        eager.contains("nop;nop5") && eager.contains("nop (fork-safe)"),
+        eager.contains("nop;nop5") && eager.contains(words),
         "{eager}"
     );
 }

@@ -263,7 +263,7 @@ fn the_default_attach_point_takes_the_optimized_path_for_guarded_programs() {
     check_survived(&run, 1, "auto");
     assert_eq!(run.count(), 2 * N, "{}", run.stdout);
     if nop5_kernel() {
-        assert!(list.contains("+1 (optimized, fork guard)"), "{list}");
+        assert!(list.contains("+1 (guarded)"), "{list}");
     }
     let features = Command::new(USDT).arg("features").output().unwrap();
     let features = String::from_utf8_lossy(&features.stdout);
