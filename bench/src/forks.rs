@@ -26,6 +26,11 @@ pub struct ForkCost {
     pub without: Vec<f64>,
     /// Per-run microseconds per fork, with the guard.
     pub with: Vec<f64>,
+    /// Per-run microseconds of the parent's CPU time per fork, without the
+    /// guard.
+    pub without_cpu: Vec<f64>,
+    /// The same with the guard.
+    pub with_cpu: Vec<f64>,
     /// Whether the guard registered its handlers in the helper (false where
     /// the kernel optimizes no nop5 site: the guard then costs nothing).
     pub active: bool,
@@ -51,6 +56,7 @@ pub fn helper(args: &[String]) -> ! {
         .unwrap_or_default()
         .contains("[uprobes-trampoline]");
     let started = Instant::now();
+    let cpu_started = cpu_time();
     for _ in 0..n {
         // SAFETY: the child only calls _exit.
         let pid = unsafe { libc::fork() };
@@ -67,16 +73,30 @@ pub fn helper(args: &[String]) -> ! {
         unsafe { libc::waitpid(pid, &mut status, 0) };
     }
     let ns = started.elapsed().as_nanos();
+    let cpu_ns = cpu_time() - cpu_started;
     println!(
-        "ns={ns} active={} trampoline={trampoline}",
+        "ns={ns} cpu_ns={cpu_ns} active={} trampoline={trampoline}",
         usdt_runtime::forkguard::active()
     );
     std::process::exit(0)
 }
 
-/// One helper run: microseconds per fork, whether the guard was active and
-/// whether the trampoline was mapped.
-fn one(exe: &Path, forks: u64, guard: bool, attach: bool) -> Result<(f64, bool, bool), String> {
+/// This process's CPU time (user + system, all threads) in nanoseconds:
+/// what the parent's side of a fork costs, the guard's `prepare` included,
+/// without the waits for the scheduler that a busy machine adds.
+fn cpu_time() -> u128 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer; the clock exists on every Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
+}
+
+/// One helper run: microseconds per fork (wall clock and the parent's CPU
+/// time), whether the guard was active and whether the trampoline was mapped.
+fn one(exe: &Path, forks: u64, guard: bool, attach: bool) -> Result<Sample, String> {
     let mut child = Command::new(exe)
         .args(["--fork-loop", &forks.to_string()])
         .env("USDT_FORK_GUARD", if guard { "1" } else { "0" })
@@ -121,12 +141,24 @@ fn one(exe: &Path, forks: u64, guard: bool, attach: bool) -> Result<(f64, bool, 
             .map(str::to_owned)
             .ok_or(format!("the fork helper said {line:?}"))
     };
-    let ns: f64 = field("ns")?.parse().map_err(|_| line.clone())?;
-    Ok((
-        ns / 1e3 / forks as f64,
-        field("active")? == "true",
-        field("trampoline")? == "true",
-    ))
+    let us = |key: &str| -> Result<f64, String> {
+        let ns: f64 = field(key)?.parse().map_err(|_| line.clone())?;
+        Ok(ns / 1e3 / forks as f64)
+    };
+    Ok(Sample {
+        wall: us("ns")?,
+        cpu: us("cpu_ns")?,
+        active: field("active")? == "true",
+        trampoline: field("trampoline")? == "true",
+    })
+}
+
+/// What one helper run measured.
+struct Sample {
+    wall: f64,
+    cpu: f64,
+    active: bool,
+    trampoline: bool,
 }
 
 /// Runs both rows, taking turns, `runs` times each.
@@ -135,19 +167,23 @@ pub fn run(exe: &Path, runs: usize, quick: bool, attach: bool) -> Result<ForkCos
     let mut cost = ForkCost {
         without: vec![],
         with: vec![],
+        without_cpu: vec![],
+        with_cpu: vec![],
         active: false,
         trampoline: false,
         forks,
     };
     for _ in 0..runs {
         for guard in [false, true] {
-            let (us, active, trampoline) = one(exe, forks, guard, attach)?;
+            let sample = one(exe, forks, guard, attach)?;
             if guard {
-                cost.with.push(us);
-                cost.active = active;
-                cost.trampoline = trampoline;
+                cost.with.push(sample.wall);
+                cost.with_cpu.push(sample.cpu);
+                cost.active = sample.active;
+                cost.trampoline = sample.trampoline;
             } else {
-                cost.without.push(us);
+                cost.without.push(sample.wall);
+                cost.without_cpu.push(sample.cpu);
             }
         }
     }
@@ -179,21 +215,30 @@ pub fn table(cost: &Result<ForkCost, String>) -> String {
             "not optimized (no trampoline)"
         }
     );
+    s += "# wall: fork + the child's exit + waitpid; parent cpu: the parent's CPU time (the guard's prepare runs there)\n";
     let (w, wo) = (mean(&cost.with), mean(&cost.without));
+    let (wc, woc) = (mean(&cost.with_cpu), mean(&cost.without_cpu));
     s += &format!(
-        "fork-no-guard     : {wo:>8.1} ± {:.1} us/fork  USDT_FORK_GUARD=0\n",
-        sd(&cost.without)
+        "fork-no-guard     : {wo:>8.1} ± {:.1} us/fork wall, {woc:.1} ± {:.1} us parent cpu  USDT_FORK_GUARD=0\n",
+        sd(&cost.without),
+        sd(&cost.without_cpu)
     );
     s += &format!(
-        "fork-guard        : {w:>8.1} ± {:.1} us/fork  {}: {:+.1} us/fork, {:.3}x\n",
+        "fork-guard        : {w:>8.1} ± {:.1} us/fork wall, {wc:.1} ± {:.1} us parent cpu  {}\n",
         sd(&cost.with),
+        sd(&cost.with_cpu),
         if cost.active {
             "the guard active"
         } else {
             "the guard idle (this kernel optimizes no nop5 site)"
-        },
+        }
+    );
+    s += &format!(
+        "guard cost        : {:+8.1} us/fork wall ({:.3}x), {:+.1} us parent cpu ({:.3}x)\n",
         w - wo,
-        w / wo
+        w / wo,
+        wc - woc,
+        wc / woc
     );
     s
 }
@@ -206,6 +251,9 @@ pub fn json(cost: &Result<ForkCost, String>) -> serde_json::Value {
             "us_per_fork_without_guard": mean(&c.without),
             "us_per_fork_with_guard": mean(&c.with),
             "ratio": mean(&c.with) / mean(&c.without),
+            "cpu_us_per_fork_without_guard": mean(&c.without_cpu),
+            "cpu_us_per_fork_with_guard": mean(&c.with_cpu),
+            "cpu_ratio": mean(&c.with_cpu) / mean(&c.without_cpu),
             "guard_active": c.active,
             "trampoline": c.trampoline,
         }),

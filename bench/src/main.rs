@@ -109,17 +109,20 @@ struct Options {
     plan: Plan,
     /// Only the many-sites section.
     many_only: bool,
+    /// Only the fork guard's section.
+    fork_only: bool,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
 }
 
 const USAGE: &str =
-    "usage: bench [--quick] [--many-only] [--json FILE] [--svg FILE] | bench --prepare";
+    "usage: bench [--quick] [--many-only | --fork-only] [--json FILE] [--svg FILE] | bench --prepare";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         plan: Plan::FULL,
         many_only: false,
+        fork_only: false,
         json: None,
         svg: None,
     };
@@ -133,6 +136,7 @@ fn options(args: &[String]) -> Result<Options, String> {
         match arg.as_str() {
             "--quick" => o.plan = Plan::QUICK,
             "--many-only" => o.many_only = true,
+            "--fork-only" => o.fork_only = true,
             "--json" => o.json = Some(file()?),
             "--svg" => o.svg = Some(file()?),
             "-h" | "--help" => {
@@ -202,6 +206,14 @@ fn run(opts: Options) -> Result<(), String> {
             Err(why) => return Err(format!("many sites not measured: {why}")),
         }
         return Ok(());
+    }
+    if opts.fork_only {
+        let exe =
+            std::fs::canonicalize("/proc/self/exe").map_err(|e| format!("/proc/self/exe: {e}"))?;
+        let quick = opts.plan.runs == 1;
+        let cost = forks::run(&exe, opts.plan.runs, quick, cannot_attach().is_none());
+        print!("{}", forks::table(&cost));
+        return cost.map(|_| ());
     }
     let machine = machine::Machine::probe();
     let clock = machine::CpuClock::now();

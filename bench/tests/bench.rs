@@ -156,7 +156,11 @@ fn quick_json_has_every_row() {
     // on a kernel that optimizes nop5 (and loses the trampoline on fork), the
     // helper's site is optimized and the guard active.
     let fork = &doc["fork_guard"];
-    for key in ["us_per_fork_with_guard", "us_per_fork_without_guard", "ratio"] {
+    for key in [
+        "us_per_fork_with_guard",
+        "us_per_fork_without_guard",
+        "ratio",
+    ] {
         assert!(
             fork[key].as_f64().is_some_and(|v| v > 0.0),
             "fork_guard.{key}: {fork}\n{stdout}"

@@ -284,7 +284,7 @@ mod imp {
     /// Splits what `read` returns into lines, in a fixed buffer; a line
     /// longer than the buffer is skipped (a trampoline's line is short).
     pub(super) struct Lines {
-        buf: [u8; 1024],
+        buf: [u8; 4096],
         len: usize,
         skipping: bool,
     }
@@ -292,7 +292,7 @@ mod imp {
     impl Lines {
         pub(super) fn new() -> Lines {
             Lines {
-                buf: [0; 1024],
+                buf: [0; 4096],
                 len: 0,
                 skipping: false,
             }
@@ -396,7 +396,7 @@ mod tests {
     fn lines_across_reads_and_overlong_lines() {
         let text = [
             &b"1-2 r-xp 0 0 0 /a\n"[..],
-            &[b'x'; 3000],
+            &[b'x'; 9000],
             b"\n10-20 r-xp 0 0 0 [uprobes-trampoline]\n",
         ]
         .concat();
