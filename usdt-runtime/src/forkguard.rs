@@ -423,6 +423,13 @@ mod tests {
     }
 
     #[test]
+    fn the_names_the_assembly_and_the_code_spell() {
+        // `disabled_by_env` spells the variable as a C string literal.
+        assert_eq!(super::DISABLE_ENV, "USDT_FORK_GUARD");
+        assert!(super::SYMBOL.starts_with("__usdt_fork_guard_"));
+    }
+
+    #[test]
     fn releases() {
         assert!(release_at_least(b"6.18.44-fc-v1045\0\0", 6, 18));
         assert!(release_at_least(b"7.3.0-rc7-amd64", 6, 18));
