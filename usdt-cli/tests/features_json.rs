@@ -119,7 +119,13 @@ fn list_shows_the_two_nop_layout() {
     let out = Command::new(env!("CARGO"))
         .current_dir(&root_dir)
         .args(["build", "--quiet", "--release", "--example", "layouts"])
-        .args(["--features", "nop5-nop10", "-p", "usdt", "--target-dir"])
+        .args([
+            "--features",
+            "nop5-nop10",
+            "-p",
+            "usdt-probes",
+            "--target-dir",
+        ])
         .arg(&dir)
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
