@@ -10,8 +10,9 @@
 //! |---|---|---|---|---|
 //! | `Target::Pid(parent)` | nop (Location) | exact | exact, exit 0 | 2N: the parent's only |
 //! | `Target::AllProcesses` | nop | exact | exact, exit 0 | 3N: the child's too |
-//! | `Target::Pid(parent)` | Location + 1 (optimized) | exact | killed by SIGSEGV at its first hit | 2N |
-//! | `Target::AllProcesses` | Location + 1 | exact | killed by SIGSEGV | 2N |
+//! | `Target::Pid(parent)` | Location + 1 (optimized) | exact | exact, exit 0 (the fork guard) | 2N |
+//! | `Target::AllProcesses` | Location + 1 | exact | exact, exit 0 (the fork guard) | 2N: the child's sites return at once |
+//! | either, `USDT_FORK_GUARD=0` | Location + 1 | exact | killed by SIGSEGV at its first hit | 2N |
 //! | `Target::Pid(parent)`, inherit | either | exact | none: `fork()` fails with `EFAULT` | N |
 //!
 //! - The child's memory is a copy: its semaphore reads non-zero right after
@@ -22,15 +23,17 @@
 //!   the child and lowers the child's semaphore (the closure ran once, then
 //!   `enabled` is false); with an every-process tracer it counts the child.
 //! - At Location + 1, after the kernel optimized the site, the child inherits
-//!   the `call` into the trampoline but not the trampoline: its first hit
-//!   jumps to an unmapped page. This is the kernel's doing (6.18's uprobe
-//!   optimization does not handle fork), and it hits every tracer that
+//!   the `call` into the trampoline but not the trampoline: without help its
+//!   first hit jumps to an unmapped page. This is the kernel's doing (6.18's
+//!   uprobe optimization does not handle fork), and it hits every tracer that
 //!   attaches at Location + 1 here, libbpf 1.7 included (it does so
-//!   automatically). Until the kernel handles it, trace programs that fork
-//!   at the nop (`AttachPoint::Nop`; bpftrace, gdb and perf always do).
-//!   `AttachPoint::Auto` does so by itself: usdt-trace's fork self-test
-//!   (`fork_test`) finds that the child dies here, and `Auto` then takes the
-//!   nop (the last test below).
+//!   automatically). usdt-runtime's fork guard, which every program with
+//!   `nop; nop5` sites links, maps a page of `ret` at the trampoline's
+//!   address in the child, so the child's sites act as no-ops and it runs
+//!   on: its hits reach no tracer, even one of every process. With the
+//!   guard left out (`USDT_FORK_GUARD=0`) the child dies, as a C program's
+//!   would. `AttachPoint::Auto` takes Location + 1 for a program that carries
+//!   the guard's marker (the last test below), the nop for one without it.
 //! - A perf uprobe event with `inherit` cannot be inherited by a process
 //!   that is not the tracer's own child: the kernel re-reads the event's
 //!   path (`config1`, a pointer into the tracer's memory) in the forking
@@ -45,8 +48,8 @@ mod busy;
 use busy::{field, number, Program};
 use usdt_test_support::{ready, tracing_env, ROOT};
 use usdt_trace::{
-    fork_test, read_semaphore, AttachPoint, KernelFeatures, OptimizedFork, PerfCounter, Target,
-    UprobeSyscall,
+    auto_delta, caps, fork_test, read_file_fork_guard, read_semaphore, AttachPoint, KernelFeatures,
+    OptimizedFork, PerfCounter, Target, UprobeSyscall,
 };
 
 const N: u64 = 100_000;
@@ -84,14 +87,24 @@ impl Run {
 /// Runs `fork N` (a copy of its own, so an every-process tracer sees no
 /// other test's program) with a tracer attached at `point`.
 fn run(target_all: bool, inherit: bool, point: AttachPoint) -> Run {
+    run_guarded(target_all, inherit, point, true)
+}
+
+/// [`run`], with the fork guard left out (`USDT_FORK_GUARD=0`) unless `guard`.
+fn run_guarded(target_all: bool, inherit: bool, point: AttachPoint, guard: bool) -> Run {
     tracing_env();
     let tag = format!(
-        "{}-{inherit}-{point:?}",
+        "{}-{inherit}-{point:?}-{guard}",
         if target_all { "all" } else { "pid" }
     );
     let bin = busy::private_copy(&busy::release_example("fork"), &tag);
     let sites = busy::sites(&bin, "fork:tick");
-    let mut fork = Program::start(&bin, &[&N.to_string()]);
+    let env: &[(&str, &str)] = if guard {
+        &[]
+    } else {
+        &[("USDT_FORK_GUARD", "0")]
+    };
+    let mut fork = Program::start_env(&bin, &[&N.to_string()], env);
     assert_eq!(fork.line(), "ready");
     let pid = fork.pid();
     let semaphore = busy::semaphore_address(pid, &bin, &sites[0]);
@@ -171,27 +184,24 @@ fn fork_traced_at_the_nop_every_process_counts_the_child() {
 }
 
 /// At Location + 1 on a kernel that optimizes nop5 (this one), the child
-/// inherits the optimized `call` but not the trampoline.
+/// inherits the optimized `call` but not the trampoline; the fork guard
+/// maps a page of `ret` there, so the child runs exactly, its sites acting
+/// as no-ops (the closure runs each time: the semaphore stays raised in
+/// the child, and no hit of the child reaches the kernel).
 fn check_optimized(run: &Run) {
+    check_optimized_parent(run);
+    let child = check_child(run);
+    if KernelFeatures::detect().uprobe_syscall == UprobeSyscall::OptimizesNop5 {
+        assert_eq!(number(&child, "runs"), N, "{child}");
+        assert_eq!(field(&child, "enabled"), "true", "{child}");
+    }
+}
+
+fn check_optimized_parent(run: &Run) {
     run.check_parent();
     assert_eq!(field(run.line("before"), "trampoline"), "true");
     assert_eq!(run.hits, 2 * N, "{:#?}", run.lines);
     assert!(run.exit_ok);
-    if KernelFeatures::detect().uprobe_syscall == UprobeSyscall::OptimizesNop5 {
-        assert_eq!(
-            run.line("child-start"),
-            "trampoline=false enabled=true",
-            "the child has no [uprobes-trampoline]"
-        );
-        assert!(
-            run.line("parent").ends_with("child=signal=11"),
-            "measured on Linux 6.18: the child dies of SIGSEGV at its first hit; if it \
-             survives now, the kernel handles fork: update this test and the README\n{:#?}",
-            run.lines
-        );
-    } else {
-        check_child(run);
-    }
 }
 
 #[test]
@@ -208,6 +218,32 @@ fn fork_traced_at_location_plus_one_every_process() {
         return;
     }
     check_optimized(&run(true, false, AttachPoint::Next));
+}
+
+/// Without the fork guard the child inherits the optimized `call` and no
+/// trampoline, and dies of SIGSEGV at its first hit (measured on 6.18).
+#[test]
+fn fork_traced_at_location_plus_one_without_the_guard_loses_the_child() {
+    if !ready(&[ROOT]) {
+        return;
+    }
+    let run = run_guarded(false, false, AttachPoint::Next, false);
+    check_optimized_parent(&run);
+    if KernelFeatures::detect().uprobe_syscall == UprobeSyscall::OptimizesNop5 {
+        assert_eq!(
+            run.line("child-start"),
+            "trampoline=false enabled=true",
+            "the child has no [uprobes-trampoline]"
+        );
+        assert!(
+            run.line("parent").ends_with("child=signal=11"),
+            "measured on Linux 6.18: the child dies of SIGSEGV at its first hit; if it \
+             survives now, the kernel handles fork: update this test and the README\n{:#?}",
+            run.lines
+        );
+    } else {
+        check_child(&run);
+    }
 }
 
 #[test]
@@ -230,16 +266,35 @@ fn fork_with_an_inheriting_tracer_fails_with_efault() {
 }
 
 /// The default attach point is safe for programs that fork: where the fork
-/// self-test finds that the child dies (this kernel), `Auto` is the nop.
+/// self-test finds that the child dies (this kernel), `Auto` takes
+/// Location + 1 only for a program with the fork guard (this one), whose
+/// child then runs on, and only where the speed self-test favours the
+/// optimized path; otherwise the nop, where the child runs on untraced.
 #[test]
 fn fork_traced_with_the_default_attach_point_keeps_the_child_alive() {
     if !ready(&[ROOT]) {
         return;
     }
+    let exe = busy::release_example("fork");
+    let layout = busy::sites(&exe, "fork:tick")[0].layout;
+    let guarded = read_file_fork_guard(&exe).unwrap();
+    // The rule, from this machine's capabilities: the long nop iff the
+    // kernel optimizes it, the child is safe (the kernel's verdict or the
+    // guard) and the optimized path was not measured slower.
+    let at_next = auto_delta(layout, &caps().auto_inputs(guarded)) != 0;
     let run = run(false, false, AttachPoint::Auto);
     run.check_parent();
-    if fork_test().verdict != OptimizedFork::ChildSurvives {
-        let child = check_child(&run);
+    let child = check_child(&run);
+    if at_next {
+        if fork_test().verdict != OptimizedFork::ChildSurvives {
+            assert!(
+                guarded,
+                "Auto takes +1 where the child dies only for a guarded program"
+            );
+            assert_eq!(number(&child, "runs"), N, "{child}");
+        }
+        assert_eq!(field(run.line("before"), "trampoline"), "true");
+    } else if fork_test().verdict != OptimizedFork::ChildSurvives {
         assert_eq!(number(&child, "runs"), 1, "{child}");
         assert_eq!(field(run.line("before"), "trampoline"), "false");
     }

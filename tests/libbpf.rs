@@ -60,6 +60,11 @@ fn check_with_libbpf(shape: Shape) -> Vec<String> {
 
 /// Runs the checker with `args`; it fails on any wrong argument it sees.
 fn checker(args: &[&std::ffi::OsStr]) -> Vec<String> {
+    checker_env(args, &[])
+}
+
+/// [`checker`] with environment variables, which the traced program inherits.
+fn checker_env(args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> Vec<String> {
     tracing_env();
     let root = root();
     let out = run_ok(
@@ -72,7 +77,8 @@ fn checker(args: &[&std::ffi::OsStr]) -> Vec<String> {
             .arg("--")
             .args(args)
             .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_TARGET_DIR"),
+            .env_remove("CARGO_TARGET_DIR")
+            .envs(env.iter().copied()),
     );
     String::from_utf8(out.stdout)
         .unwrap()
@@ -219,16 +225,50 @@ fn libbpf_under_load_reads_every_argument_right() {
 }
 
 /// The fork example traced through libbpf: libbpf 1.7 attaches at
-/// Location + 1 by itself, so the child inherits the optimized `call` without the
-/// trampoline and dies of SIGSEGV at its first hit (see tests/fork.rs).
-/// The parent's hits are all counted with the right arguments.
+/// Location + 1 by itself, so the child inherits the optimized `call` without
+/// the trampoline (see tests/fork.rs). The program's fork guard maps a page
+/// of `ret` there, and the child runs its loop exactly, its hits uncounted
+/// (its site returns at once); the parent's hits are all counted with the
+/// right arguments.
 #[test]
-fn libbpf_traced_fork_loses_the_child_on_this_kernel() {
+fn libbpf_traced_fork_keeps_the_child_with_the_fork_guard() {
     if !ready(&NEEDS) {
         return;
     }
-    let fork = busy::private_copy(&busy::release_example("fork"), "libbpf");
-    let lines = checker(&["fork".as_ref(), fork.as_os_str()]);
+    let parent = libbpf_fork(true);
+    assert!(parent.ends_with("child=exit=0"), "{parent}");
+}
+
+/// The same without the guard (`USDT_FORK_GUARD=0`): the child dies of
+/// SIGSEGV at its first hit on this kernel, as a C program's child would.
+#[test]
+fn libbpf_traced_fork_loses_the_child_without_the_fork_guard() {
+    if !ready(&NEEDS) {
+        return;
+    }
+    let parent = libbpf_fork(false);
+    if usdt_trace::KernelFeatures::detect().uprobe_syscall
+        == usdt_trace::UprobeSyscall::OptimizesNop5
+    {
+        assert!(
+            parent.ends_with("child=signal=11"),
+            "measured on Linux 6.18; if the child survives now, update this test and the README: {parent}"
+        );
+    }
+}
+
+/// Runs the fork example under the libbpf checker; checks the parent and
+/// returns its `parent ...` line. The child, if it ran its loop, computed
+/// right.
+fn libbpf_fork(guard: bool) -> String {
+    let tag = if guard { "libbpf" } else { "libbpf-unguarded" };
+    let fork = busy::private_copy(&busy::release_example("fork"), tag);
+    let env: &[(&str, &str)] = if guard {
+        &[]
+    } else {
+        &[("USDT_FORK_GUARD", "0")]
+    };
+    let lines = checker_env(&["fork".as_ref(), fork.as_os_str()], env);
     let _ = std::fs::remove_file(&fork);
     assert!(
         lines.contains(&"fork hits before=100000 parent=100000 child=0".to_owned()),
@@ -242,12 +282,17 @@ fn libbpf_traced_fork_loses_the_child_on_this_kernel() {
         busy::field(parent, "result"),
         busy::field(parent, "reference")
     );
-    if usdt_trace::KernelFeatures::detect().uprobe_syscall
-        == usdt_trace::UprobeSyscall::OptimizesNop5
-    {
+    if let Some(child) = lines.iter().find_map(|l| l.strip_prefix("program child ")) {
+        assert_eq!(
+            busy::field(child, "result"),
+            busy::field(child, "reference")
+        );
+        assert_eq!(busy::field(child, "runs"), "100000", "{child}");
+    }
+    if guard {
         assert!(
-            parent.ends_with("child=signal=11"),
-            "measured on Linux 6.18; if the child survives now, update this test and the README: {parent}"
+            lines.iter().any(|l| l.starts_with("program child ")),
+            "the child ran its loop: {lines:#?}"
         );
     }
     assert!(lines.contains(&"program after runs=0 enabled=false".to_owned()));
@@ -255,4 +300,5 @@ fn libbpf_traced_fork_loses_the_child_on_this_kernel() {
         lines.contains(&"exit exit status: 0".to_owned()),
         "{lines:#?}"
     );
+    parent.to_owned()
 }

@@ -195,10 +195,11 @@ impl Attached {
     }
 }
 
-/// Where `Auto` attaches this build's sites on this machine, and the
-/// self-tests it decided from.
-pub fn auto_choice() -> crate::report::Auto {
+/// Where `Auto` attaches this build's sites (in the executable `exe`) on
+/// this machine, and the self-tests and fork guard it decided from.
+pub fn auto_choice(exe: &Path) -> crate::report::Auto {
     let caps = usdt_trace::caps();
+    let guarded = usdt_trace::read_file_fork_guard(exe).unwrap_or(false);
     let layout = usdt::SITE_LAYOUT;
     let fork = match caps.fork.verdict {
         usdt_trace::OptimizedFork::ChildSurvives => "a forked child survives".to_string(),
@@ -207,8 +208,9 @@ pub fn auto_choice() -> crate::report::Auto {
     };
     crate::report::Auto {
         layout: layout.name().into(),
-        delta: usdt_trace::auto_delta(layout, &caps.auto_inputs(false)),
+        delta: usdt_trace::auto_delta(layout, &caps.auto_inputs(guarded)),
         fork,
+        guarded,
         speed: match caps.speed {
             Ok(s) => Ok((s.trap, s.optimized)),
             Err(why) => Err(why.clone()),

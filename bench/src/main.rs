@@ -13,6 +13,7 @@ mod attach;
 mod attached_rows;
 mod callgrind;
 mod csdt;
+mod forks;
 mod loops;
 mod machine;
 mod many;
@@ -109,16 +110,19 @@ struct Options {
     plan: Plan,
     /// Only the many-sites section.
     many_only: bool,
+    /// Only the fork guard's section.
+    fork_only: bool,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: bench [--quick] [--many-only] [--json FILE] [--svg FILE] | bench --prepare | bench --attached-rows N";
+const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only] [--json FILE] [--svg FILE] | bench --prepare | bench --attached-rows N";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         plan: Plan::FULL,
         many_only: false,
+        fork_only: false,
         json: None,
         svg: None,
     };
@@ -132,6 +136,7 @@ fn options(args: &[String]) -> Result<Options, String> {
         match arg.as_str() {
             "--quick" => o.plan = Plan::QUICK,
             "--many-only" => o.many_only = true,
+            "--fork-only" => o.fork_only = true,
             "--json" => o.json = Some(file()?),
             "--svg" => o.svg = Some(file()?),
             "-h" | "--help" => {
@@ -163,6 +168,8 @@ fn main() {
         Some("--callgrind-child") => callgrind_child(&args[1..]),
         // Only the traced rows, a fixed count each, as JSON (kernels/).
         Some("--attached-rows") => attached_rows::main(&args[1..]),
+        // The fork guard's fork-and-exit loop (forks.rs).
+        Some("--fork-loop") => forks::helper(&args[1..]),
         // Build the peers helper only (tests time the bench without it).
         Some("--prepare") => {
             if let Err(e) = peers::build() {
@@ -202,6 +209,14 @@ fn run(opts: Options) -> Result<(), String> {
         }
         return Ok(());
     }
+    if opts.fork_only {
+        let exe =
+            std::fs::canonicalize("/proc/self/exe").map_err(|e| format!("/proc/self/exe: {e}"))?;
+        let quick = opts.plan.runs == 1;
+        let cost = forks::run(&exe, opts.plan.runs, quick, cannot_attach().is_none());
+        print!("{}", forks::table(&cost));
+        return cost.map(|_| ());
+    }
     let machine = machine::Machine::probe();
     let clock = machine::CpuClock::now();
     let exe =
@@ -238,6 +253,7 @@ fn run(opts: Options) -> Result<(), String> {
         others: 0.0,
         many: Err("not run".into()),
         auto: None,
+        forks: Err("not run".into()),
     };
     if let Err(e) = &c_loop {
         jobs.retain(|(key, _, _)| *key != "c-sdt");
@@ -320,12 +336,22 @@ fn run(opts: Options) -> Result<(), String> {
         }
         idle_instructions(&jobs, &bar)
     });
+    bar.set_message("fork guard");
+    if bar.is_hidden() {
+        eprintln!("bench: the fork guard's cost per fork ...");
+    }
+    report.forks = forks::run(
+        &exe,
+        opts.plan.runs,
+        opts.plan.runs == 1,
+        no_attach.is_none(),
+    );
     bar.set_message("many sites");
     if bar.is_hidden() {
         eprintln!("bench: the many-sites section ...");
     }
     if no_attach.is_none() {
-        report.auto = Some(attach::auto_choice());
+        report.auto = Some(attach::auto_choice(&exe));
     }
     report.many = many::run(opts.plan.runs == 1);
     bar.finish_and_clear();

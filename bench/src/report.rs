@@ -49,8 +49,11 @@ pub struct Report {
     /// did not run.
     pub many: Many,
     /// Where `Auto` attaches this build's sites and why: the layout, the
-    /// fork and speed self-tests (`None` where nothing attached).
+    /// fork and speed self-tests, the fork guard (`None` where nothing
+    /// attached).
     pub auto: Option<Auto>,
+    /// The fork guard's cost per fork, or why it was not measured.
+    pub forks: Result<crate::forks::ForkCost, String>,
 }
 
 /// What `Auto` decided for the bench's own sites, and from what.
@@ -62,6 +65,8 @@ pub struct Auto {
     pub delta: u64,
     /// The fork self-test's verdict, in words.
     pub fork: String,
+    /// Whether the bench's executable carries the fork guard's marker.
+    pub guarded: bool,
     /// The speed self-test: trap and optimized M/s, or why there are none.
     pub speed: Result<(f64, f64), String>,
 }
@@ -118,13 +123,14 @@ impl Report {
                 Err(why) => format!("not measured: {why}"),
             };
             s += &format!(
-                "# auto on this build's {} sites: {} (fork self-test: {}; speed self-test: {speed})\n",
+                "# auto on this build's {} sites: {} (fork self-test: {}; fork guard: {}; speed self-test: {speed})\n",
                 auto.layout,
                 match auto.delta {
                     0 => "the nop".to_string(),
                     d => format!("Location + {d}"),
                 },
-                auto.fork
+                auto.fork,
+                if auto.guarded { "linked" } else { "none" }
             );
         }
         s += &format!(
@@ -159,6 +165,7 @@ impl Report {
             s += &format!("# skipped {}: {why}.\n", names.join(", "));
         }
         s += &self.idle_table();
+        s += &crate::forks::table(&self.forks);
         match &self.many {
             Ok((rows, failed)) => s += &crate::many::table(rows, failed),
             Err(why) => s += &format!("# many sites not measured: {why}\n"),
@@ -246,9 +253,11 @@ impl Report {
                 "layout": auto.layout,
                 "delta": auto.delta,
                 "fork_test": auto.fork,
+                "guarded": auto.guarded,
                 "speed_test": auto.speed.as_ref().ok().map(|(t, o)| json!({"trap": t, "optimized": o})),
             });
         }
+        doc["fork_guard"] = crate::forks::json(&self.forks);
         match &self.many {
             Ok((rows, _)) => doc["many_sites"] = crate::many::json(rows),
             Err(why) => doc["many_sites_skipped"] = json!(why),

@@ -152,6 +152,27 @@ fn quick_json_has_every_row() {
         assert!(doc["many_sites_skipped"].is_string(), "{doc}");
     }
 
+    // The fork guard's section: both rows measured in the same run; as root
+    // on a kernel that optimizes nop5 (and loses the trampoline on fork), the
+    // helper's site is optimized and the guard active.
+    let fork = &doc["fork_guard"];
+    for key in [
+        "us_per_fork_with_guard",
+        "us_per_fork_without_guard",
+        "ratio",
+    ] {
+        assert!(
+            fork[key].as_f64().is_some_and(|v| v > 0.0),
+            "fork_guard.{key}: {fork}\n{stdout}"
+        );
+    }
+    let nop5 = usdt_trace::KernelFeatures::detect().uprobe_syscall
+        == usdt_trace::UprobeSyscall::OptimizesNop5;
+    assert_eq!(fork["guard_active"], nop5, "{fork}");
+    if root && nop5 {
+        assert_eq!(fork["trampoline"], true, "{fork}");
+    }
+
     let idle = &doc["idle_instructions"];
     let valgrind = Command::new("valgrind").arg("--version").output();
     if !valgrind.is_ok_and(|o| o.status.success()) {

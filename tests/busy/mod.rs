@@ -44,8 +44,14 @@ pub struct Program {
 
 impl Program {
     pub fn start(bin: &Path, args: &[&str]) -> Program {
+        Program::start_env(bin, args, &[])
+    }
+
+    /// [`Program::start`] with environment variables set.
+    pub fn start_env(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Program {
         let mut child = Command::new(bin)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

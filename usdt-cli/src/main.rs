@@ -22,11 +22,11 @@ use count_engine::{Counter, Engine};
 
 use usdt_trace::bpf::UprobeMulti;
 use usdt_trace::{
-    auto_delta, auto_delta_here, caps, escape, escape_name, fork_test, glob_match, process_alive,
-    read_file_probes, read_process, read_semaphore, resolve_program, shared_libraries,
-    tracer_features, AttachPoint, Caps, ElfProbes, Error, ExitStatus, KernelFeatures,
-    OptimizedFork, PausedCommand, Site, SiteLayout, Target, UprobeSyscall, FORK_TEST_CACHE,
-    SPEED_TEST_CACHE,
+    auto_delta, auto_delta_here, caps, escape, escape_name, fork_safe, fork_test, glob_match,
+    process_alive, read_file_fork_guard, read_file_probes, read_process, read_semaphore,
+    resolve_program, shared_libraries, tracer_features, AttachPoint, Caps, ElfProbes, Error,
+    ExitStatus, KernelFeatures, OptimizedFork, PausedCommand, Site, SiteLayout, Target,
+    UprobeSyscall, FORK_TEST_CACHE, SPEED_TEST_CACHE,
 };
 
 /// The exit status after stdout was closed, as if SIGPIPE had ended us.
@@ -133,6 +133,11 @@ fn features(args: FeaturesArgs) -> Result<i32, Error> {
         "fork after an optimized hit: {verdict} ({}{source})",
         test.why
     );
+    if guard_decides(caps) {
+        out!(
+            "fork after an optimized hit, in a program with usdt's fork guard: fork-safe (guarded by the program: its forked child maps a page of ret where the trampoline was)"
+        );
+    }
     match caps.speed {
         Ok(s) => {
             let source = match (s.cached, s.took) {
@@ -201,6 +206,7 @@ fn features_json(caps: &Caps) -> serde_json::Value {
         OptimizedFork::ChildDies => "child dies",
         OptimizedFork::Untested => "untested",
     };
+    let fork_guarded = if guard_decides(caps) { "guarded" } else { fork };
     let speed = match caps.speed {
         Ok(s) => json!({"trap": round3(s.trap), "optimized": round3(s.optimized)}),
         Err(_) => serde_json::Value::Null,
@@ -231,6 +237,7 @@ fn features_json(caps: &Caps) -> serde_json::Value {
         "tracefs": caps.tracefs.is_some(),
         "fork_test": fork,
         "fork_test_why": caps.fork.why,
+        "fork_test_guarded": fork_guarded,
         "speed_test": speed,
         "speed_test_why": caps.speed.as_ref().err(),
         "default_attach": attach(false),
@@ -266,18 +273,29 @@ fn errno_name(s: UprobeSyscall) -> String {
     name.into()
 }
 
+/// Whether the fork guard changes the fork verdict on this machine: the
+/// kernel optimizes a layout but does not keep a forked child alive, and a
+/// guarded program does ([`fork_safe`]).
+fn guard_decides(caps: &Caps) -> bool {
+    let fork = caps.fork.verdict;
+    caps.features.optimized_layout().is_some() && fork_safe(fork, true) && !fork_safe(fork, false)
+}
+
 /// Where `Auto` attaches on this kernel, in words (for listings), for a
-/// program with a fork guard or without.
+/// program with a fork guard or without: "guarded" where the long nop is
+/// taken only because the program carries the guard.
 fn auto_attach_words(layout: SiteLayout, guarded: bool) -> &'static str {
     let features = tracer_features();
+    let by_guard = guarded && !fork_safe(features.optimized_fork, false);
     match auto_delta_here(layout, &features, guarded) {
+        1 if layout == SiteLayout::NopNop5Nop10 && by_guard => "+1 (nop5, guarded)",
         1 if layout == SiteLayout::NopNop5Nop10 => "+1 (nop5, optimized)",
+        6 if by_guard => "+6 (nop10, guarded)",
         6 => "+6 (nop10, optimized)",
         0 if !features.optimizes(layout) => "nop",
-        0 if features.optimized_fork != OptimizedFork::ChildSurvives && !guarded => {
-            "nop (fork-safe)"
-        }
+        0 if !fork_safe(features.optimized_fork, guarded) => "nop (fork-safe)",
         0 => "nop (faster here)",
+        _ if by_guard => "+1 (guarded)",
         _ => "+1 (optimized)",
     }
 }
@@ -350,7 +368,8 @@ fn list(args: ListArgs) -> Result<i32, Error> {
                 return Err(Error::Invalid(format!("{} has no probes", escape(binary))));
             }
             let sigs = typed::signatures([Path::new(binary)]);
-            print_table(&probes.sites, &sigs, 0, args.sites, &|_| None)?;
+            let guarded = read_file_fork_guard(binary).unwrap_or(false);
+            print_table(&probes.sites, &sigs, 0, guarded, args.sites, &|_| None)?;
             Ok(0)
         }
         // clap asks for one of them.
@@ -378,7 +397,15 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
         out!("{path} (load bias {:#x})", object.bias);
         let value = |addr: u64| read_semaphore(pid, addr.wrapping_add(object.bias)).ok();
         let sigs = typed::signatures([object.open_path.as_path()]);
-        print_table(&probes.sites, &sigs, object.bias, with_sites, &value)?;
+        let guarded = read_file_fork_guard(&object.open_path).unwrap_or(false);
+        print_table(
+            &probes.sites,
+            &sigs,
+            object.bias,
+            guarded,
+            with_sites,
+            &value,
+        )?;
     }
     if !any {
         return Err(Error::Invalid(format!(
@@ -391,11 +418,12 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
 /// One row per probe (a recorded probe with its parameters:
 /// `http:request_start(id: u64, path: &str)`); with `sites`, one indented
 /// row per site below it. Names, parameters and argument strings come from
-/// the binary: escaped.
+/// the binary: escaped. `guarded`: the binary carries the fork guard.
 fn print_table(
     sites: &[Site],
     sigs: &usdt_trace::Signatures,
     bias: u64,
+    guarded: bool,
     with_sites: bool,
     semaphore_value: &dyn Fn(u64) -> Option<u16>,
 ) -> Result<(), Error> {
@@ -426,7 +454,7 @@ fn print_table(
             None => "-".into(),
         };
         let attach = if sites.iter().all(|s| s.layout == first.layout) {
-            auto_attach_words(first.layout, false)
+            auto_attach_words(first.layout, guarded)
         } else {
             "per site"
         };
@@ -634,17 +662,24 @@ pub(crate) fn finish_command(
 }
 
 /// `--attach next` where the kernel optimizes the site and a forked child
-/// would die: obeyed, with one line saying so.
+/// would die (the kernel loses its trampoline and the program carries no
+/// fork guard): obeyed, with one line saying so.
 pub(crate) fn warn_next(point: AttachPoint, objects: &Objects, globs: &[String]) {
     if point != AttachPoint::Next {
         return;
     }
-    let features = KernelFeatures::detect();
-    let optimized = objects
-        .iter()
-        .flat_map(|(_, sites)| sites)
-        .any(|s| matches(globs, s) && features.optimizes(s.layout));
-    if optimized && fork_test().verdict != OptimizedFork::ChildSurvives {
+    let features = KernelFeatures {
+        optimized_fork: fork_test().verdict,
+        ..KernelFeatures::detect()
+    };
+    let exposed = |path: &PathBuf, sites: &Vec<Site>| {
+        let optimized = sites
+            .iter()
+            .any(|s| matches(globs, s) && features.optimizes(s.layout));
+        let guarded = || read_file_fork_guard(path).unwrap_or(false);
+        optimized && !fork_safe(features.optimized_fork, guarded())
+    };
+    if objects.iter().any(|(path, sites)| exposed(path, sites)) {
         eprintln!(
             "usdt: warning: --attach next on this kernel: a child the program forks after a hit dies (SIGSEGV) at its own first hit (usdt features says why)"
         );

@@ -9,7 +9,10 @@ use usdt_test_support::c::{cdemo, cdemolib, nop10};
 use usdt_test_support::cli::{example, parse_counts, Serve};
 use usdt_test_support::readelf::readelf_notes;
 use usdt_test_support::{ready, wait_for, ROOT, SDT, SETPRIV};
-use usdt_trace::{read_file_probes, read_process, read_semaphore};
+use usdt_trace::{
+    auto_delta_here, read_file_probes, read_process, read_semaphore, tracer_features,
+    OptimizedFork, SiteLayout,
+};
 
 fn usdt(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_usdt"))
@@ -103,7 +106,8 @@ fn list_agrees_with_readelf(path: &Path) {
             s => format!("{s:#x}"),
         };
         assert_eq!(cols[3], semaphore);
-        // ATTACH is one or two words (`+1 (optimized)`, `nop (fork-safe)`);
+        // ATTACH is one or two words (`+1 (optimized)`, `+1 (guarded)`,
+        // `nop (fork-safe)`);
         // the arguments follow it.
         let args_at = if cols.get(5).is_some_and(|c| c.starts_with('(')) {
             6
@@ -128,15 +132,29 @@ fn list_agrees_with_readelf_on_rust_probes() {
     let exe = example("traced");
     list_agrees_with_readelf(&exe);
     let text = stdout(&usdt(&["list", exe.to_str().unwrap()]));
-    // Rust sites are nop;nop5; this kernel optimizes them, but a child forked
-    // after an optimized hit dies here (the fork self-test), so Auto stays
-    // on the nop.
+    // Rust sites are nop;nop5; this kernel optimizes them, and a child forked
+    // after an optimized hit would die here (the fork self-test), but the
+    // program carries the fork guard, so Auto takes +1 where the speed
+    // self-test favours the optimized path, and stays at the nop where the
+    // trap measured faster.
     let eager = text
         .lines()
         .find(|l| l.starts_with("traced:eager("))
         .unwrap();
+    let features = tracer_features();
+    let words = if !features.optimizes(SiteLayout::NopNop5) {
+        "nop"
+    } else if auto_delta_here(SiteLayout::NopNop5, &features, true) == 1 {
+        if features.optimized_fork == OptimizedFork::ChildSurvives {
+            "+1 (optimized)"
+        } else {
+            "+1 (guarded)"
+        }
+    } else {
+        "nop (faster here)"
+    };
     assert!(
-        eager.contains("nop;nop5") && eager.contains("nop (fork-safe)"),
+        eager.contains("nop;nop5") && eager.contains(words),
         "{eager}"
     );
 }

@@ -60,6 +60,8 @@ fn features_json_is_one_object_that_agrees_with_the_kernel() {
     // This kernel (6.18.44): a forked child dies at an optimized site.
     assert_eq!(v["fork_test"], "child dies", "{v}");
     assert!(v["fork_test_why"].as_str().unwrap().contains("SIGSEGV"));
+    // With the fork guard the child runs on.
+    assert_eq!(v["fork_test_guarded"], "guarded", "{v}");
     let trap = v["speed_test"]["trap"].as_f64().unwrap();
     let optimized = v["speed_test"]["optimized"].as_f64().unwrap();
     assert!(trap > 0.0 && optimized > 0.0, "{v}");
@@ -92,6 +94,22 @@ fn features_json_is_one_object_that_agrees_with_the_kernel() {
         text.contains("auto attach on a nop;nop5;nop10 site: nop (fork-safe)"),
         "{text}"
     );
+    assert!(
+        text.contains("fork after an optimized hit: the child dies")
+            && text.contains("fork-safe (guarded by the program"),
+        "{text}"
+    );
+    let guarded_nop5 = if faster {
+        "+1 (guarded)"
+    } else {
+        "nop (faster here)"
+    };
+    assert!(
+        text.contains(&format!(
+            "auto attach on a nop;nop5 site of a program with a fork guard: {guarded_nop5}"
+        )),
+        "{text}"
+    );
 }
 
 #[test]
@@ -101,7 +119,13 @@ fn list_shows_the_two_nop_layout() {
     let out = Command::new(env!("CARGO"))
         .current_dir(&root_dir)
         .args(["build", "--quiet", "--release", "--example", "layouts"])
-        .args(["--features", "nop5-nop10", "-p", "usdt", "--target-dir"])
+        .args([
+            "--features",
+            "nop5-nop10",
+            "-p",
+            "usdt-probes",
+            "--target-dir",
+        ])
         .arg(&dir)
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
@@ -118,9 +142,17 @@ fn list_shows_the_two_nop_layout() {
     let row = text.lines().find(|l| l.starts_with("lay:tick")).unwrap();
     assert!(row.contains("nop;nop5;nop10"), "{text}");
     if root() {
-        // 6.18: the nop5 is what this kernel optimizes, but a forked child
-        // would die there: Auto keeps the nop.
-        assert!(row.contains("nop (fork-safe)"), "{row}");
+        // 6.18: the nop5 is what this kernel optimizes, and a forked child
+        // would die there, but the build carries the fork guard: Auto takes
+        // the nop5 where the speed self-test favours it, else keeps the nop.
+        assert!(usdt_trace::read_file_fork_guard(&exe).unwrap());
+        let guarded = caps().auto_inputs(true);
+        let words = if auto_delta(SiteLayout::NopNop5Nop10, &guarded) == 1 {
+            "+1 (nop5, guarded)"
+        } else {
+            "nop (faster here)"
+        };
+        assert!(row.contains(words), "{words}: {row}");
     }
     let site = text
         .lines()

@@ -17,6 +17,10 @@
 //!       "provider\0" "name\0" "SIZE@REG SIZE@REG ...\0", padding to 4
 //! ```
 //!
+//! On x86-64 a site with a nop5 (`nop; nop5`, `nop; nop5; nop10`) also
+//! references the fork guard (see `fork_guard_reloc`), so that every program
+//! with such a site links it.
+//!
 //! The generated code picks the architecture with `#[cfg]` in the expansion,
 //! never by looking at the host the macro runs on.
 
@@ -162,6 +166,9 @@ fn x86_64_template(site: &Site) -> Vec<String> {
     let mut l = vec![format!("990: {}", byte_directive(&NOP))];
     l.extend(long_nops.iter().map(|b| byte_directive(b)));
     base_reloc(&mut l);
+    if long_nops.contains(&&NOP5[..]) {
+        fork_guard_reloc(&mut l);
+    }
     // `.irp r, %r8b, %r9b, ...`: the low bytes a note names by the whole
     // register (see `X86_64_LOW8_WRITTEN_WHOLE`).
     let low8: Vec<String> = X86_64_LOW8_WRITTEN_WHOLE
@@ -313,6 +320,17 @@ fn note(l: &mut Vec<String>, site: &Site, ty: &str, arg: impl Fn(usize) -> Vec<S
 /// the retain flag. It changes no byte.
 fn base_reloc(l: &mut Vec<String>) {
     l.push(".reloc 990b, BFD_RELOC_NONE, _.stapsdt.base".to_owned());
+}
+
+/// A relocation of no effect (R_X86_64_NONE) from the site's nop to the fork
+/// guard's entry in `.init_array` (usdt-runtime's `forkguard`): every program
+/// with a site that has a nop5 (`nop; nop5`, `nop; nop5; nop10`) links the guard, which keeps a forked child alive
+/// where the kernel optimized the site but does not copy its trampoline on
+/// fork. The linker takes the guard's object file from the runtime's rlib for
+/// this reference, and `--gc-sections` keeps it. It changes no byte.
+fn fork_guard_reloc(l: &mut Vec<String>) {
+    let symbol = usdt_runtime::forkguard::SYMBOL;
+    l.push(format!(".reloc 990b, BFD_RELOC_NONE, {symbol}"));
 }
 
 /// The semaphore itself: a 2-byte, 2-byte-aligned counter in `.probes`, which

@@ -102,7 +102,9 @@ pub enum OptimizedFork {
     Untested,
     /// The child of a process with an optimized site hit it and survived.
     ChildSurvives,
-    /// The child of a process with an optimized site died at its first hit.
+    /// The child of a process with an optimized site died at its first hit
+    /// (unless the program carries this crate's fork guard,
+    /// [`crate::forkguard`], which a tracer reads from the program's file).
     ChildDies,
 }
 
@@ -189,7 +191,8 @@ impl KernelFeatures {
     /// this layout: only when this kernel optimizes exactly that layout and
     /// a forked child is known to survive an optimized site
     /// ([`OptimizedFork::ChildSurvives`]); otherwise at the nop, which is
-    /// safe for every program.
+    /// safe for every program. (A tracer also weighs the program's fork
+    /// guard and the measured speed: usdt-trace's `auto_delta`.)
     pub fn attach_after_nop(&self, layout: SiteLayout) -> bool {
         self.optimizes(layout) && self.optimized_fork == OptimizedFork::ChildSurvives
     }
@@ -243,6 +246,19 @@ impl KernelFeatures {
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn uprobe_syscall() -> UprobeSyscall {
+    match uprobe_syscall_errno() {
+        Some(libc::ENOSYS) => UprobeSyscall::Absent,
+        Some(libc::ENXIO) => UprobeSyscall::OptimizesNop5,
+        Some(libc::EPROTO) => UprobeSyscall::OptimizesNop10,
+        Some(e) => UprobeSyscall::Unknown(e),
+        None => UprobeSyscall::Unknown(0),
+    }
+}
+
+/// The errno of `syscall(336)`, or `None` if it succeeded. Also read by the
+/// fork guard, once per process.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) fn uprobe_syscall_errno() -> Option<i32> {
     // SAFETY: the uprobe syscall takes no arguments; called from outside a
     // uprobe trampoline it only returns an error, and kernels without it
     // return ENOSYS. Reading errno right after is the documented protocol.
@@ -250,13 +266,7 @@ fn uprobe_syscall() -> UprobeSyscall {
         let ret = libc::syscall(SYS_UPROBE as libc::c_long);
         (ret, *libc::__errno_location())
     };
-    match (ret, errno) {
-        (-1, libc::ENOSYS) => UprobeSyscall::Absent,
-        (-1, libc::ENXIO) => UprobeSyscall::OptimizesNop5,
-        (-1, libc::EPROTO) => UprobeSyscall::OptimizesNop10,
-        (-1, e) => UprobeSyscall::Unknown(e),
-        _ => UprobeSyscall::Unknown(0),
-    }
+    (ret == -1).then_some(errno)
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]

@@ -3,7 +3,8 @@
 //! Applications depend on the facade, `usdt-probes` (library `usdt`), never
 //! on this crate directly. It stays small on purpose, because every traced
 //! program carries it: the conversions from Rust values to probe-argument
-//! registers, and the staging buffer for string arguments.
+//! registers, the staging buffer for string arguments, and the fork guard
+//! ([`forkguard`]).
 #![no_std]
 #![warn(missing_docs)]
 
@@ -11,6 +12,7 @@ extern crate alloc;
 
 mod arg;
 mod features;
+pub mod forkguard;
 pub mod kind;
 pub use features::*;
 pub mod site;

@@ -184,7 +184,43 @@ pub fn check_notes(path: &Path, expected: &Expected, layout: SiteLayout, what: &
             assert_eq!(got, *sites, "{what}: sites of {probe}");
         }
     }
+    check_fork_guard(&file, &data, layout, probes.machine, what);
     probes
+}
+
+/// Every x86-64 build whose sites have a nop5 (`nop; nop5`, `nop; nop5;
+/// nop10`) links the fork guard: its marker note (which tracers read) and its
+/// entry in `.init_array` (which the loader calls); a `nop10` or aarch64
+/// build has neither.
+fn check_fork_guard(
+    file: &object::File,
+    data: &[u8],
+    layout: SiteLayout,
+    machine: Machine,
+    what: &str,
+) {
+    let want = layout.long_nop_at(SiteLayout::NopNop5).is_some() && machine == Machine::X86_64;
+    let marker = usdt_trace::read_fork_guard(data).expect("read the fork guard marker");
+    assert_eq!(marker, want, "{what}: the fork guard's marker note");
+    let entry = file
+        .symbols()
+        .find(|s| s.name() == Ok(usdt_runtime::forkguard::SYMBOL));
+    let section = entry
+        .and_then(|s| s.section_index())
+        .and_then(|i| file.section_by_index(i).ok())
+        .and_then(|s| s.name().ok().map(str::to_owned));
+    if want {
+        // Stripped of .symtab, a file keeps only the marker to show.
+        if file.section_by_name(".symtab").is_some() {
+            assert_eq!(
+                section.as_deref(),
+                Some(".init_array"),
+                "{what}: the fork guard's entry"
+            );
+        }
+    } else {
+        assert_eq!(section, None, "{what}: no fork guard");
+    }
 }
 
 /// perf's arithmetic (`sdt_adjust_loc`): the file offset of a site is

@@ -22,7 +22,10 @@ use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 pub enum AttachPoint {
     /// Follow the table in the README's "The probe site": Location + 1 when
     /// this kernel optimizes the site's long nop and a child forked after an
-    /// optimized hit survives (the fork self-test, [`fork_test`](crate::fork_test));
+    /// optimized hit survives (the fork self-test, [`fork_test`](crate::fork_test)),
+    /// or the program carries usdt-runtime's fork guard (its marker,
+    /// [`read_fork_guard`](crate::read_fork_guard)), and the speed self-test
+    /// did not find the trap faster ([`auto_delta`](crate::auto_delta));
     /// otherwise Location.
     #[default]
     Auto,
@@ -61,8 +64,8 @@ pub enum Target {
 ///
 /// [`AttachPoint::Auto`] follows [`auto_delta`](crate::auto_delta) with what
 /// `features` says (the errno and the fork verdict), with no speed measured
-/// and no fork guard; a tracer's own attach also weighs the speed
-/// self-test ([`caps`](crate::caps)).
+/// and no fork guard; a tracer's own attach also weighs the program's fork
+/// guard and the speed self-test ([`caps`](crate::caps)).
 pub fn attach_delta(
     site: &Site,
     point: AttachPoint,
@@ -109,18 +112,22 @@ pub(crate) fn features_for(point: AttachPoint) -> KernelFeatures {
     }
 }
 
-/// [`attach_delta`] as a tracer attaches: for [`AttachPoint::Auto`], where
-/// the kernel's table and the fork verdict would take the long nop, the
-/// speed self-test decides too (run only then).
+/// [`attach_delta`] as a tracer attaches `site` of the file at `path`: for
+/// [`AttachPoint::Auto`], the fork guard's marker in that file (read only
+/// where the kernel optimizes the site) and, where the kernel's table, the
+/// fork verdict and the guard would take the long nop, the speed self-test
+/// (run only then) decide too.
 pub(crate) fn tracer_delta(
     site: &Site,
     point: AttachPoint,
     features: &KernelFeatures,
+    path: &Path,
 ) -> Result<u64, Error> {
     if point != AttachPoint::Auto {
         return attach_delta(site, point, features);
     }
-    Ok(crate::caps::auto_delta_here(site.layout, features, false))
+    let guarded = features.optimizes(site.layout) && crate::elf::forkguard::fork_guarded(path);
+    Ok(crate::caps::auto_delta_here(site.layout, features, guarded))
 }
 
 /// A site with its uprobe(s) attached.
@@ -427,7 +434,7 @@ impl<'a> Uprobe<'a> {
         path: &Path,
         c_path: &'a CString,
     ) -> Result<Uprobe<'a>, Error> {
-        let delta = tracer_delta(site, point, features)?;
+        let delta = tracer_delta(site, point, features, path)?;
         let location = site.location_offset.ok_or_else(|| Error::NotLoaded {
             probe: site.probe(),
             location: site.location,

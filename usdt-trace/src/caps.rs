@@ -169,6 +169,15 @@ impl AutoInputs {
     }
 }
 
+/// Whether a child that a program forks after an optimized hit survives:
+/// the kernel keeps its trampoline (the fork self-test's `fork`), or the
+/// program carries usdt-runtime's fork guard (`guarded`, its marker:
+/// [`read_fork_guard`](crate::read_fork_guard)), which maps a page of `ret`
+/// there in the child.
+pub fn fork_safe(fork: OptimizedFork, guarded: bool) -> bool {
+    fork == OptimizedFork::ChildSurvives || guarded
+}
+
 /// Where [`AttachPoint::Auto`](crate::AttachPoint::Auto) puts the uprobe on
 /// a site of `layout`, as bytes past Location: the long nop the kernel
 /// optimizes (1, or 6 for the nop10 of `nop; nop5; nop10`) only where
@@ -190,9 +199,8 @@ pub fn auto_delta(layout: SiteLayout, inputs: &AutoInputs) -> u64 {
     let Some(offset) = kernel.optimized_offset(layout) else {
         return 0;
     };
-    let fork_safe = inputs.fork == OptimizedFork::ChildSurvives || inputs.guarded;
     let faster = inputs.speed != Speed::TrapFaster;
-    if fork_safe && faster {
+    if fork_safe(inputs.fork, inputs.guarded) && faster {
         offset
     } else {
         0
@@ -255,6 +263,60 @@ mod tests {
         // 4 (errno, layout) pairs optimize, each taken for 4 fork/guard
         // combinations that are safe and 2 speeds that allow it.
         assert_eq!(taken, 4 * 4 * 2);
+    }
+
+    /// The fork guard makes a nop5 kernel fork-safe for a guarded program:
+    /// where the child dies (or nobody knows), `Auto` takes the nop5 of a
+    /// guarded program's site where the speed allows, and the nop for an
+    /// unguarded one; where the kernel keeps the child alive itself, the
+    /// guard changes nothing.
+    #[test]
+    fn the_fork_guard_makes_nop5_kernels_safe_for_guarded_programs() {
+        use SiteLayout::*;
+        for fork in [OptimizedFork::ChildDies, OptimizedFork::Untested] {
+            assert!(!fork_safe(fork, false));
+            assert!(fork_safe(fork, true));
+            let nop5 = |guarded, speed| AutoInputs {
+                uprobe_syscall: UprobeSyscall::OptimizesNop5,
+                fork,
+                guarded,
+                speed,
+            };
+            for speed in [Speed::Unmeasured, Speed::OptimizedFaster] {
+                assert_eq!(auto_delta(NopNop5, &nop5(false, speed)), 0);
+                assert_eq!(auto_delta(NopNop5, &nop5(true, speed)), 1);
+                assert_eq!(auto_delta(NopNop5Nop10, &nop5(true, speed)), 1);
+                assert_eq!(auto_delta(NopNop10, &nop5(true, speed)), 0);
+            }
+            assert_eq!(auto_delta(NopNop5, &nop5(true, Speed::TrapFaster)), 0);
+            // Nothing optimized: the nop, guard or not.
+            for other in [UprobeSyscall::Absent, UprobeSyscall::Unknown(1)] {
+                let k = AutoInputs {
+                    uprobe_syscall: other,
+                    ..nop5(true, Speed::OptimizedFaster)
+                };
+                for layout in [NopNop5, NopNop10, NopNop5Nop10] {
+                    assert_eq!(auto_delta(layout, &k), 0, "{layout} {k:?}");
+                }
+            }
+        }
+        // Where the kernel keeps the child alive itself, its verdict stays.
+        assert!(fork_safe(OptimizedFork::ChildSurvives, false));
+        for uprobe_syscall in [UprobeSyscall::OptimizesNop5, UprobeSyscall::OptimizesNop10] {
+            for layout in [NopNop5, NopNop10, NopNop5Nop10] {
+                let fixed = AutoInputs {
+                    uprobe_syscall,
+                    fork: OptimizedFork::ChildSurvives,
+                    guarded: false,
+                    speed: Speed::OptimizedFaster,
+                };
+                let guarded = AutoInputs {
+                    guarded: true,
+                    ..fixed
+                };
+                assert_eq!(auto_delta(layout, &guarded), auto_delta(layout, &fixed));
+            }
+        }
     }
 
     #[test]

@@ -74,10 +74,15 @@ mod tracefs;
 
 pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, PerfCounter, Target};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
-pub use caps::{auto_delta, auto_delta_here, caps, tracefs_root, AutoInputs, Caps, Speed};
+pub use caps::{
+    auto_delta, auto_delta_here, caps, fork_safe, tracefs_root, AutoInputs, Caps, Speed,
+};
 pub use command::{resolve_program, ExitStatus, PausedCommand};
 pub use elf::arg::{
     parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
+};
+pub use elf::forkguard::{
+    read_file_fork_guard, read_fork_guard, FORK_GUARD_SECTION, NT_USDT_FORK_GUARD,
 };
 pub use elf::note::{
     layout_of, read_file, read_file_probes, read_probes, read_sites, ElfProbes, Segment, Site,

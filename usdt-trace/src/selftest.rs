@@ -441,7 +441,11 @@ unsafe fn scratch_child(
         if !crate::rewrite::optimized_here(long_nop, layout) {
             libc::_exit(NOT_OPTIMIZED);
         }
-        let pid = libc::fork();
+        // The raw system call, not libc's fork: a tracer that links
+        // usdt-runtime's fork guard (a test binary with probes) would
+        // otherwise run the guard's handlers here and keep the grandchild
+        // alive, and the verdict would be the program's, not the kernel's.
+        let pid = libc::syscall(libc::SYS_fork) as libc::pid_t;
         if pid < 0 {
             libc::_exit(FORK_FAILED);
         }
