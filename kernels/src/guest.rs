@@ -199,7 +199,11 @@ pub fn check(plan: &Plan) -> Value {
         "uprobe_multi": features.uprobe_multi,
         "fork_test": features.fork_test,
         "speed_test": features.speed_test.map(|(t, o)| json!({ "trap": t, "optimized": o })),
-        "default_attach": features.default_attach.iter().filter(|(l, _)| plan.layouts.iter().any(|b| b.layout.name == l)).map(|(l, a)| (l.clone(), json!(a))).collect::<serde_json::Map<_, _>>(),
+        // Where the default attach put the uprobe on each build's own
+        // program (its `usdt list`: the programs carry the fork guard), and
+        // what `usdt features` says for a program without it.
+        "default_attach": list_attach.iter().map(|(l, a)| (l.clone(), json!(attach_word(a.as_str())))).collect::<serde_json::Map<_, _>>(),
+        "default_attach_unguarded": features.default_attach.iter().filter(|(l, _)| plan.layouts.iter().any(|b| b.layout.name == l)).map(|(l, a)| (l.clone(), json!(a))).collect::<serde_json::Map<_, _>>(),
         "list_attach": list_attach,
         "optimized": optimized,
         "red_zone": redzone,
@@ -251,6 +255,14 @@ fn listed_attach(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Option<Stri
     );
     logged(log, format!("usdt list {}", demo.display()), &o);
     parse_list_attach(&o.stdout, "http:request_start")
+}
+
+/// `usdt list`'s ATTACH cell in the matrix's words: `next` for Location + 1
+/// (`+1 (optimized)`, `+1 (guarded)`, `+6 (nop10, optimized)`), `nop` for the
+/// nop, null when the listing said nothing.
+pub fn attach_word(cell: Option<&str>) -> Option<&'static str> {
+    let cell = cell?;
+    Some(if cell.starts_with('+') { "next" } else { "nop" })
 }
 
 /// The ATTACH column of `probe`'s row: the text under the header's ATTACH up
@@ -597,6 +609,14 @@ fn summary_rows(bench: &serde_json::Map<String, Value>) -> serde_json::Map<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listed_attach_points_in_the_matrix_words() {
+        assert_eq!(attach_word(Some("+1 (guarded)")), Some("next"));
+        assert_eq!(attach_word(Some("+6 (nop10, optimized)")), Some("next"));
+        assert_eq!(attach_word(Some("nop (fork-safe)")), Some("nop"));
+        assert_eq!(attach_word(None), None);
+    }
 
     #[test]
     fn a_second_run_replaces_only_the_rows_it_measured_faster() {
