@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use usdt_trace::bpf::{uprobe_multi_support, ProbeCounter, UprobeMulti};
-use usdt_trace::{AttachPoint, Error, PerfCounter, Site, Target};
+use usdt_trace::{AttachPoint, PerfCounter, Site, Target};
+
+use crate::error::CliError;
 
 /// The environment variable that chooses `count`'s engine when `--engine`
 /// is not given.
@@ -30,22 +32,20 @@ pub(crate) enum Engine {
 }
 
 impl std::str::FromStr for Engine {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Engine, Error> {
+    type Err = CliError;
+    fn from_str(s: &str) -> Result<Engine, CliError> {
         match s {
             "auto" => Ok(Engine::Auto),
             "bpf" => Ok(Engine::Bpf),
             "perf" => Ok(Engine::Perf),
-            _ => Err(Error::Invalid(format!(
-                "the engine is auto, bpf or perf, not \"{s}\""
-            ))),
+            _ => Err(CliError::BadEngine { value: s.into() }),
         }
     }
 }
 
 impl Engine {
     /// `--engine` if given, else the environment variable `env`, else auto.
-    pub(crate) fn chosen(option: Option<Engine>, env: &str) -> Result<Engine, Error> {
+    pub(crate) fn chosen(option: Option<Engine>, env: &str) -> Result<Engine, CliError> {
         match (option, std::env::var(env)) {
             (Some(e), _) => Ok(e),
             (None, Ok(v)) if !v.is_empty() => v.parse(),
@@ -121,7 +121,7 @@ impl Counter {
         point: AttachPoint,
         target: Target,
         interrupted: &dyn Fn() -> Option<i32>,
-    ) -> Result<Option<Counter>, Error> {
+    ) -> Result<Option<Counter>, CliError> {
         if interrupted().is_some() {
             return Ok(None);
         }
@@ -146,10 +146,10 @@ impl Counter {
     }
 
     /// Hits per probe (`provider:name`).
-    pub(crate) fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+    pub(crate) fn probe_counts(&self) -> Result<BTreeMap<String, u64>, CliError> {
         match self {
-            Counter::Bpf(c) => c.probe_counts(),
-            Counter::Perf(t) => t.probe_counts(),
+            Counter::Bpf(c) => Ok(c.probe_counts()?),
+            Counter::Perf(t) => Ok(t.probe_counts()?),
         }
     }
 }

@@ -13,12 +13,14 @@ use std::time::{Duration, Instant};
 mod args;
 mod closest;
 mod count_engine;
+mod error;
 mod trace_cmd;
 mod typed;
 
 use args::{Cli, Command, CountArgs, ListArgs, TraceArgs};
 use closest::closest;
 use count_engine::{Counter, Engine};
+use error::CliError;
 
 use usdt_trace::{
     escape, escape_name, fork_test, glob_match, process_alive, read_file_probes, read_process,
@@ -44,7 +46,7 @@ fn main() -> ExitCode {
     };
     let code = match run(cli.command) {
         Ok(code) => code,
-        Err(e) if is_broken_pipe(&e) => BROKEN_PIPE,
+        Err(e) if e.is_broken_pipe() => BROKEN_PIPE,
         Err(e) => {
             // Names from binaries may be in the message: no raw control
             // characters to the terminal.
@@ -57,16 +59,9 @@ fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-fn is_broken_pipe(e: &Error) -> bool {
-    matches!(e, Error::Os { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
-}
-
 /// A failed write to stdout, as an error (`BrokenPipe` ends quietly).
-fn write_error(source: std::io::Error) -> Error {
-    Error::Os {
-        what: "writing the output".into(),
-        source,
-    }
+fn write_error(source: std::io::Error) -> CliError {
+    CliError::Output(source)
 }
 
 /// `println!` that returns an error instead of panicking when stdout is closed.
@@ -76,7 +71,7 @@ macro_rules! out {
     };
 }
 
-fn run(command: Command) -> Result<i32, Error> {
+fn run(command: Command) -> Result<i32, CliError> {
     match command {
         Command::Features => features(),
         Command::List(args) => list(args),
@@ -86,7 +81,7 @@ fn run(command: Command) -> Result<i32, Error> {
     }
 }
 
-fn features() -> Result<i32, Error> {
+fn features() -> Result<i32, CliError> {
     let f = KernelFeatures::detect();
     let syscall = match f.uprobe_syscall {
         UprobeSyscall::Absent => {
@@ -219,14 +214,16 @@ impl From<TraceArgs> for Opts {
     }
 }
 
-fn list(args: ListArgs) -> Result<i32, Error> {
+fn list(args: ListArgs) -> Result<i32, CliError> {
     match (args.pid, args.binary) {
         (Some(pid), _) => list_process(pid, args.sites),
         (None, Some(binary)) => {
             let binary = binary.as_str();
             let probes = read_probes_of(Path::new(binary))?;
             if probes.sites.is_empty() {
-                return Err(Error::Invalid(format!("{} has no probes", escape(binary))));
+                return Err(CliError::NoProbes {
+                    what: escape(binary).into_owned(),
+                });
             }
             let sigs = typed::signatures([Path::new(binary)]);
             print_table(&probes.sites, &sigs, 0, args.sites, &|_| None)?;
@@ -238,7 +235,7 @@ fn list(args: ListArgs) -> Result<i32, Error> {
 }
 
 /// A table per mapped object with probes, with semaphore values.
-fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
+fn list_process(pid: u32, with_sites: bool) -> Result<i32, CliError> {
     let mut any = false;
     for object in read_process(pid)? {
         let path = escape(&object.path.to_string_lossy()).into_owned();
@@ -260,9 +257,7 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
         print_table(&probes.sites, &sigs, object.bias, with_sites, &value)?;
     }
     if !any {
-        return Err(Error::Invalid(format!(
-            "process {pid} maps no file with probes"
-        )));
+        return Err(CliError::NoProcessProbes { pid });
     }
     Ok(0)
 }
@@ -277,7 +272,7 @@ fn print_table(
     bias: u64,
     with_sites: bool,
     semaphore_value: &dyn Fn(u64) -> Option<u16>,
-) -> Result<(), Error> {
+) -> Result<(), CliError> {
     let features = &tracer_features();
     let mut probes: BTreeMap<String, Vec<&Site>> = BTreeMap::new();
     for site in sites {
@@ -380,7 +375,7 @@ pub(crate) fn raise_fd_limit() {
     }
 }
 
-fn count(args: CountArgs) -> Result<i32, Error> {
+fn count(args: CountArgs) -> Result<i32, CliError> {
     catch_signals();
     let opts = Opts::from(args);
     raise_fd_limit();
@@ -397,7 +392,7 @@ pub(crate) type Objects = Vec<(PathBuf, Vec<Site>)>;
 
 /// The objects of a process with their sites (saying in one line which
 /// cannot be read, and which notes are skipped).
-pub(crate) fn process_objects(pid: u32) -> Result<Objects, Error> {
+pub(crate) fn process_objects(pid: u32) -> Result<Objects, CliError> {
     Ok(read_process(pid)?
         .into_iter()
         .filter_map(|o| match o.probes {
@@ -415,7 +410,7 @@ pub(crate) fn process_objects(pid: u32) -> Result<Objects, Error> {
 
 /// Attaches to a running process until it exits, the duration ends or a
 /// signal.
-fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
+fn count_process(pid: u32, opts: &Opts) -> Result<i32, CliError> {
     let objects = process_objects(pid)?;
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     warn_next(opts.attach, &objects, &opts.operands);
@@ -436,7 +431,7 @@ fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
 
 /// Counts every process that runs (or maps) `binary` until a signal or the
 /// duration ends.
-fn count_all(binary: &Path, opts: &Opts) -> Result<i32, Error> {
+fn count_all(binary: &Path, opts: &Opts) -> Result<i32, CliError> {
     let path = absolute(binary);
     let objects: Objects = vec![(path.clone(), read_probes_of(&path)?.sites)];
     let name = escape(&path.to_string_lossy()).into_owned();
@@ -459,7 +454,7 @@ fn count_all(binary: &Path, opts: &Opts) -> Result<i32, Error> {
 }
 
 /// Starts a command with the uprobes in place; returns its exit code.
-fn count_command(opts: &Opts) -> Result<i32, Error> {
+fn count_command(opts: &Opts) -> Result<i32, CliError> {
     let command = command_objects(&opts.command[0])?;
     select(&command.objects, &opts.operands, &command.name())?;
     warn_next(opts.attach, &command.objects, &opts.operands);
@@ -493,8 +488,8 @@ fn count_command(opts: &Opts) -> Result<i32, Error> {
 pub(crate) fn finish_command(
     child: &mut PausedCommand,
     status: Option<ExitStatus>,
-    watched: Result<(), Error>,
-) -> Result<i32, Error> {
+    watched: Result<(), CliError>,
+) -> Result<i32, CliError> {
     if let Some(status) = status {
         watched?;
         return Ok(status.shell_code());
@@ -504,7 +499,7 @@ pub(crate) fn finish_command(
         return Ok(128 + sig);
     }
     match watched {
-        Err(e) if is_broken_pipe(&e) => {
+        Err(e) if e.is_broken_pipe() => {
             let _ = child.wait();
             Ok(BROKEN_PIPE)
         }
@@ -538,7 +533,7 @@ fn attach(
     objects: &Objects,
     opts: &Opts,
     target: Target,
-) -> Result<Option<Counter>, Error> {
+) -> Result<Option<Counter>, CliError> {
     let files: Vec<(PathBuf, Vec<&Site>)> = objects
         .iter()
         .map(|(path, sites)| {
@@ -549,7 +544,7 @@ fn attach(
     match Counter::attach(engine, &files, opts.attach, target, &|| interrupted()) {
         // Ctrl-C reaches the paused command too: it is gone because of the
         // signal, not a failure of ours.
-        Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(None),
+        Err(CliError::Trace(Error::NoProcess(_))) if interrupted().is_some() => Ok(None),
         other => other,
     }
 }
@@ -568,14 +563,18 @@ impl CommandObjects {
     }
 
     /// Forks the command, paused, with argv\[0\] as the user wrote it.
-    pub(crate) fn spawn(&self, command: &[OsString]) -> Result<PausedCommand, Error> {
-        PausedCommand::spawn_as(&self.exec_path, &command[0], &command[1..])
+    pub(crate) fn spawn(&self, command: &[OsString]) -> Result<PausedCommand, CliError> {
+        Ok(PausedCommand::spawn_as(
+            &self.exec_path,
+            &command[0],
+            &command[1..],
+        )?)
     }
 }
 
 /// The program a command runs, and the sites of the program and of the
 /// shared libraries it will load.
-pub(crate) fn command_objects(command: &OsString) -> Result<CommandObjects, Error> {
+pub(crate) fn command_objects(command: &OsString) -> Result<CommandObjects, CliError> {
     let exec_path = resolve_program(Path::new(command))?;
     let program = absolute(&exec_path);
     let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
@@ -592,12 +591,12 @@ pub(crate) fn command_objects(command: &OsString) -> Result<CommandObjects, Erro
 }
 
 /// The probes of a file, with errors that name it.
-fn read_probes_of(path: &Path) -> Result<ElfProbes, Error> {
+fn read_probes_of(path: &Path) -> Result<ElfProbes, CliError> {
     let name = escape(&path.to_string_lossy()).into_owned();
     let probes = read_file_probes(path).map_err(|e| match e {
-        Error::Io { .. } => e,
-        Error::NotElf => Error::Invalid(format!("{name} is not an ELF file")),
-        e => Error::Invalid(format!("{name}: {e}")),
+        Error::Io { .. } => CliError::Trace(e),
+        Error::NotElf => CliError::NotElf { name },
+        e => CliError::Read { name, source: e },
     })?;
     warn_skipped(path, &probes);
     Ok(probes)
@@ -615,7 +614,7 @@ fn warn_skipped(path: &Path, probes: &ElfProbes) {
 }
 
 /// One line for a file whose probes cannot be read: never skipped in silence.
-pub(crate) fn not_attached(path: &Path, e: &Error) {
+pub(crate) fn not_attached(path: &Path, e: &dyn std::fmt::Display) {
     eprintln!(
         "usdt: {}: {}; its probes are not attached",
         escape(&path.to_string_lossy()),
@@ -636,7 +635,7 @@ pub(crate) fn matches(globs: &[String], site: &Site) -> bool {
 
 /// How many sites match the globs; an error if none (with the closest names)
 /// or if there are no probes at all.
-pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<usize, Error> {
+pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<usize, CliError> {
     let sites = || objects.iter().flat_map(|(_, sites)| sites);
     let matched = sites().filter(|s| matches(globs, s)).count();
     if matched > 0 {
@@ -644,17 +643,18 @@ pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<
     }
     let mut names: Vec<String> = sites().map(Site::probe).collect();
     if names.is_empty() {
-        return Err(Error::Invalid(format!("{what} has no probes")));
+        return Err(CliError::NoProbes { what: what.into() });
     }
     names.sort();
     names.dedup();
     let near = closest(&globs.join(" "), names.iter().map(String::as_str), 3);
     let near: Vec<String> = near.iter().map(|n| escape_name(n).into_owned()).collect();
     let globs = globs.join(" ");
-    Err(Error::Invalid(format!(
-        "no probe of {what} matches {globs}; the closest are {}",
-        near.join(", ")
-    )))
+    Err(CliError::NoMatch {
+        what: what.into(),
+        globs,
+        closest: near,
+    })
 }
 
 /// The counters of one `count` run: those attached at the start, and one
@@ -795,7 +795,7 @@ impl Counting {
     }
 
     /// Hits per probe over every part.
-    fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+    fn probe_counts(&self) -> Result<BTreeMap<String, u64>, CliError> {
         let mut counts = BTreeMap::new();
         for part in &self.parts {
             for (probe, n) in part.probe_counts()? {
@@ -812,8 +812,8 @@ impl Counting {
 fn watch(
     counter: &mut Counting,
     interval: Option<Duration>,
-    mut running: impl FnMut() -> Result<bool, Error>,
-) -> Result<(), Error> {
+    mut running: impl FnMut() -> Result<bool, CliError>,
+) -> Result<(), CliError> {
     let mut next = interval.map(|i| Instant::now() + i);
     while interrupted().is_none() && running()? {
         counter.poll();
@@ -830,7 +830,7 @@ fn watch(
 }
 
 /// `provider:name count` per probe, names escaped.
-fn print_counts(counter: &Counting) -> Result<(), Error> {
+fn print_counts(counter: &Counting) -> Result<(), CliError> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for (probe, n) in counter.probe_counts()? {
         *counts.entry(escape_name(&probe).into_owned()).or_insert(0) += n;

@@ -12,13 +12,14 @@ use usdt_trace::{
 
 use crate::args::TraceArgs;
 use crate::count_engine::{Engine, TRACE_ENGINE_ENV};
+use crate::error::CliError;
 use crate::{
     catch_signals, command_objects, finish_command, interrupted, matches, not_attached,
     process_objects, raise_fd_limit, select, typed, warn_next, MapsWatch, Objects, Opts,
     BROKEN_PIPE,
 };
 
-pub(crate) fn trace(args: TraceArgs) -> Result<i32, Error> {
+pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     catch_signals();
     let opts = Opts::from(args);
     // clap lets exactly one of -p and COMMAND through.
@@ -31,7 +32,7 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, Error> {
 /// Whether to sample with BPF: `--engine`, else `$USDT_TRACE_ENGINE`, else
 /// BPF where the kernel has it (and not with `--no-kernel-fetch`, which asks for
 /// perf's stack copies).
-fn use_bpf(opts: &Opts) -> Result<bool, Error> {
+fn use_bpf(opts: &Opts) -> Result<bool, CliError> {
     Ok(match Engine::chosen(opts.engine, TRACE_ENGINE_ENV)? {
         Engine::Auto if opts.no_kernel_fetch => false,
         engine => engine.samples_with_bpf(),
@@ -39,7 +40,7 @@ fn use_bpf(opts: &Opts) -> Result<bool, Error> {
 }
 
 /// Each `--str` must name an argument of some traced probe.
-fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), Error> {
+fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), CliError> {
     for (glob, n) in &opts.strings {
         let probes: Vec<_> = objects
             .iter()
@@ -47,16 +48,18 @@ fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), Error> {
             .filter(|s| matches(&opts.operands, s) && usdt_trace::glob_match(glob, &s.probe()))
             .collect();
         let Some(first) = probes.first() else {
-            return Err(Error::Invalid(format!(
-                "--str {glob}:{n} matches no traced probe"
-            )));
+            return Err(CliError::StrMatchesNothing {
+                glob: glob.clone(),
+                n: *n,
+            });
         };
         if !probes.iter().any(|s| s.args.len() > *n) {
-            return Err(Error::Invalid(format!(
-                "--str {glob}:{n} names argument {n}, but {} has {} arguments (counted from 0)",
-                first.probe(),
-                first.args.len()
-            )));
+            return Err(CliError::StrPastArgs {
+                glob: glob.clone(),
+                n: *n,
+                probe: first.probe(),
+                args: first.args.len(),
+            });
         }
     }
     Ok(())
@@ -112,7 +115,7 @@ impl<'o> Tracing<'o> {
     /// Attaches the matching sites of the objects (every thread with BPF;
     /// with perf events, the process's threads not attached yet);
     /// `Some(signal)` when a signal stopped it.
-    fn attach(&mut self) -> Result<Option<i32>, Error> {
+    fn attach(&mut self) -> Result<Option<i32>, CliError> {
         let globs = &self.opts.operands;
         match &mut self.threads {
             Some(threads) => threads.attach_new(&mut self.sampler, &self.objects, globs),
@@ -131,7 +134,7 @@ impl<'o> Tracing<'o> {
 
     /// Attaches to the threads started and the objects mapped since the
     /// last look.
-    fn attach_new(&mut self) -> Result<(), Error> {
+    fn attach_new(&mut self) -> Result<(), CliError> {
         let globs = &self.opts.operands;
         if let Some(threads) = &mut self.threads {
             threads.attach_new(&mut self.sampler, &self.objects, globs)?;
@@ -168,7 +171,7 @@ impl<'o> Tracing<'o> {
     /// Prints hits until `running` says the target is gone (then everything
     /// left in the rings), Ctrl-C, or the limit; meanwhile attaches to new
     /// threads and objects.
-    fn follow(&mut self, mut running: impl FnMut() -> Result<bool, Error>) -> Result<(), Error> {
+    fn follow(&mut self, mut running: impl FnMut() -> Result<bool, Error>) -> Result<(), CliError> {
         while interrupted().is_none() && !self.out.done() {
             if !running()? {
                 self.sampler.drain(|hit| self.out.hit(&hit));
@@ -195,11 +198,11 @@ fn attach_sites(
     path: &Path,
     sites: &[&Site],
     pid: u32,
-) -> Result<(), Error> {
+) -> Result<(), CliError> {
     match sampler.attach(path, sites.iter().copied(), Target::Pid(pid)) {
         // Ctrl-C reaches the paused command too.
         Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(()),
-        other => other,
+        other => Ok(other?),
     }
 }
 
@@ -210,7 +213,7 @@ fn attach_all(
     objects: &[(std::path::PathBuf, Vec<Site>)],
     globs: &[String],
     pid: u32,
-) -> Result<Option<i32>, Error> {
+) -> Result<Option<i32>, CliError> {
     for (path, sites) in objects {
         for site in sites.iter().filter(|s| matches(globs, s)) {
             if let Some(sig) = interrupted() {
@@ -227,7 +230,7 @@ fn attach_all(
 }
 
 /// Attaches to a running process until it exits, Ctrl-C or the limit.
-fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
+fn trace_process(pid: u32, opts: &Opts) -> Result<i32, CliError> {
     let objects = process_objects(pid)?;
     let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
     check_strings(&objects, opts)?;
@@ -274,7 +277,7 @@ impl Threads {
         sampler: &mut Sampler,
         objects: &Objects,
         globs: &[String],
-    ) -> Result<Option<i32>, Error> {
+    ) -> Result<Option<i32>, CliError> {
         let Ok(tids) = process_threads(self.pid) else {
             return Ok(None); // the process is gone: the caller notices
         };
@@ -284,7 +287,7 @@ impl Threads {
             }
             match attach_all(sampler, objects, globs, tid) {
                 // A thread that ended meanwhile.
-                Err(Error::NoProcess(_)) if tid != self.pid => continue,
+                Err(CliError::Trace(Error::NoProcess(_))) if tid != self.pid => continue,
                 Ok(Some(sig)) => return Ok(Some(sig)),
                 other => other?,
             };
@@ -294,7 +297,7 @@ impl Threads {
 }
 
 /// Starts a command with the uprobes in place; returns its exit code.
-fn trace_command(opts: &Opts) -> Result<i32, Error> {
+fn trace_command(opts: &Opts) -> Result<i32, CliError> {
     let command = command_objects(&opts.command[0])?;
     select(&command.objects, &opts.operands, &command.name())?;
     check_strings(&command.objects, opts)?;

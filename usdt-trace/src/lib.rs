@@ -54,24 +54,24 @@
 
 mod arch;
 mod attach;
-pub mod bpf;
 mod bpftrace;
 mod command;
+mod cpus;
 mod elf;
+mod engine;
 mod error;
 mod escape;
 mod glob;
 mod ldso;
-mod perf;
 mod process;
 mod record;
 mod sample;
 mod selftest;
-mod tracefs;
+mod sys;
 
-pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, PerfCounter, Target};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use command::{resolve_program, ExitStatus, PausedCommand};
+pub use cpus::online_cpus;
 pub use elf::arg::{
     parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
 };
@@ -83,6 +83,9 @@ pub use elf::signature::{
     parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
     TypedArgs, TypedValue, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
+pub use engine::bpf;
+pub use engine::perf::counter::{AttachedSite, PerfCounter};
+pub use engine::{attach_delta, AttachPoint, Target};
 pub use error::Error;
 pub use escape::{escape, escape_name};
 pub use glob::glob_match;
@@ -96,5 +99,6 @@ pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
+pub use sys::SyscallError;
 pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

@@ -459,18 +459,8 @@ fn read_bytes(pid: u32, ptr: &Value, len: &Value) -> Value {
         };
     }
     let mut buf = vec![0u8; want];
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: want,
-    };
-    let remote = libc::iovec {
-        iov_base: ptr as *mut libc::c_void,
-        iov_len: want,
-    };
-    // SAFETY: `local` describes `buf`, writable for `want` bytes; the
-    // kernel reads the remote range with the usual permission checks.
-    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-    if n != want as isize {
+    let n = crate::sys::process::read_process_memory(pid, ptr, &mut buf);
+    if n != want {
         return Value::Unreadable(ptr);
     }
     Value::Str {

@@ -6,11 +6,12 @@ use std::collections::HashMap;
 
 use super::plan::{perf_reg, FetchPlan, Plan, PERF_REG_IP, PERF_REG_SP};
 use super::{Hit, Value, BYTES_FETCH, STRING_MAX};
-use crate::bpf::sampling::{
+use crate::elf::arg::{Arg, Operand, Reg, RegWidth};
+use crate::engine::bpf::sampling::{
     DEREF, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, PT_REGS, SLOT, SLOTS_AT, VALUE_MAX,
 };
-use crate::elf::arg::{Arg, Operand, Reg, RegWidth};
-use crate::tracefs::data_loc_string;
+use crate::engine::perf::tracefs::data_loc_string;
+use crate::sys::process::read_process_memory;
 
 /// A sample's registers and stack copy, and the process to read the rest from.
 pub(super) struct Context<'a> {
@@ -63,42 +64,6 @@ impl Context<'_> {
             truncated: end.is_none_or(|e| e > STRING_MAX),
         }
     }
-}
-
-/// Reads as much of `buf.len()` bytes at `addr` of process `pid` as is
-/// mapped; returns how many were read.
-pub(super) fn read_process_memory(pid: u32, addr: u64, buf: &mut [u8]) -> usize {
-    // Split the remote range at page boundaries: the call stops at the
-    // first unreadable page and returns what it read before it.
-    let page = usdt_runtime::page_size();
-    let mut remote = vec![];
-    let mut at = addr;
-    let end = addr.saturating_add(buf.len() as u64);
-    while at < end {
-        let next = ((at / page) + 1).saturating_mul(page).min(end);
-        remote.push(libc::iovec {
-            iov_base: at as *mut libc::c_void,
-            iov_len: (next - at) as usize,
-        });
-        at = next;
-    }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` describes `buf`, which is writable for its length; the
-    // remote ranges are only read, by the kernel, with the usual checks.
-    let n = unsafe {
-        libc::process_vm_readv(
-            pid as libc::pid_t,
-            &local,
-            1,
-            remote.as_ptr(),
-            remote.len() as libc::c_ulong,
-            0,
-        )
-    };
-    n.max(0) as usize
 }
 
 /// Converts the low `size` bytes of `raw` to the argument's value.
@@ -348,7 +313,7 @@ pub(super) fn decode_sample(
 }
 
 /// Decodes one record of the BPF sampling program (see
-/// [`crate::bpf::sampling`]): the cookie is the plan's index.
+/// [`crate::engine::bpf::sampling`]): the cookie is the plan's index.
 pub(super) fn decode_bpf_record(plans: &[Plan], record: &[u8]) -> Option<Hit> {
     let mut f = Fields(record);
     let plan = plans.get(usize::try_from(f.u64()?).ok()?)?;

@@ -41,41 +41,33 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
-use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::attach::{
-    attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open, Uprobe,
-};
-use crate::bpf::sampling::{BpfSampling, SampledSite};
+use crate::cpus::online_cpus;
 use crate::elf::arg::Operand;
 use crate::elf::note::Site;
+use crate::engine::bpf::sampling::{BpfSampling, SampledSite};
+use crate::engine::perf::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
+use crate::engine::perf::tracefs::FetchEvent;
+use crate::engine::perf::{attach_error, open_uprobe, perf_event_open};
+use crate::engine::{path_cstring, Uprobe};
 use crate::glob::glob_match;
-use crate::perf::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
-use crate::perf::{
+use crate::sys::perf::{
     self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
     SAMPLE_TIME, TYPE_TRACEPOINT,
 };
-use crate::tracefs::FetchEvent;
+use crate::sys::{process, SyscallError};
 
 mod decode;
 mod plan;
-mod value;
+pub(crate) mod value;
 
 use crate::{AttachPoint, Error, KernelFeatures, Target};
 use decode::{decode_bpf_record, decode_sample, Fields};
 use plan::{FetchPlan, Plan};
-pub use value::{Hit, Value};
-
-/// The longest string read for a string argument, in bytes (without its
-/// NUL): the same bound as the Rust probes' staged copies.
-pub const STRING_MAX: usize = 255;
-
-/// How many bytes of a byte-slice argument ([`Sampler::bytes_arg`]) are
-/// read at the hit.
-pub const BYTES_FETCH: usize = 64;
+pub use value::{Hit, Value, BYTES_FETCH, STRING_MAX};
 
 /// The stack bytes each sample copies by default, for sites that read memory.
 pub const DEFAULT_STACK_BYTES: u32 = 8192;
@@ -163,7 +155,7 @@ impl Sampler {
     pub fn new(point: AttachPoint) -> Sampler {
         Sampler {
             point,
-            features: crate::attach::features_for(point),
+            features: crate::engine::features_for(point),
             per_cpu: false,
             ring_pages: DEFAULT_RING_PAGES,
             stack_bytes: DEFAULT_STACK_BYTES,
@@ -314,7 +306,7 @@ impl Sampler {
                 self.fds[fds_before..]
                     .iter()
                     .try_for_each(|fd| perf::enable(fd, false))
-                    .map_err(|source| Error::Os {
+                    .map_err(|source| Error::Syscall {
                         what: format!("enabling the uprobes of {}", path.display()),
                         source,
                     })
@@ -399,7 +391,7 @@ impl Sampler {
             return Ok(());
         }
         if self.bpf.is_none() {
-            crate::tracefs::remove_stale_events();
+            crate::engine::perf::tracefs::remove_stale_events();
             let bytes = self.ring_pages as u64 * usdt_runtime::page_size();
             self.bpf = Some(BpfSampling::new(bytes)?);
         }
@@ -462,7 +454,7 @@ impl Sampler {
         found
     }
 
-    fn open_fetch_event(&self, id: u64, target: Target, cpu: i32) -> io::Result<OwnedFd> {
+    fn open_fetch_event(&self, id: u64, target: Target, cpu: i32) -> Result<OwnedFd, SyscallError> {
         let mut attr = perf::attr(TYPE_TRACEPOINT);
         attr.config = id;
         attr.sample_period = 1;
@@ -482,7 +474,7 @@ impl Sampler {
         plan: &Plan,
         target: Target,
         cpu: i32,
-    ) -> io::Result<OwnedFd> {
+    ) -> Result<OwnedFd, SyscallError> {
         open_uprobe(
             &self.features,
             uprobe,
@@ -520,7 +512,7 @@ impl Sampler {
             .iter()
             .find(|s| s.cpu == cpu && (cpu != -1 || s.target == target))
         {
-            return perf::set_output(fd, &self.fds[slot.owner]).map_err(|source| Error::Os {
+            return perf::set_output(fd, &self.fds[slot.owner]).map_err(|source| Error::Syscall {
                 what: "sharing a perf ring buffer".into(),
                 source,
             });
@@ -557,12 +549,9 @@ impl Sampler {
             })
             .collect();
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: `fds` is a valid array of pollfd of the stated length.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
+        if let Err(e) = process::poll(&mut fds, ms) {
             if e.raw_os_error() != Some(libc::EINTR) {
-                return Err(Error::Os {
+                return Err(Error::Syscall {
                     what: "waiting for samples".into(),
                     source: e,
                 });
@@ -581,7 +570,7 @@ impl Sampler {
         let counted = self
             .fds
             .iter()
-            .map(|fd| read_count(fd).unwrap_or(0))
+            .map(|fd| perf::read_count(fd).unwrap_or(0))
             .fold(0u64, u64::wrapping_add);
         self.lost = self.lost.max(counted.saturating_sub(self.seen));
         n
@@ -646,18 +635,10 @@ impl Sampler {
 }
 
 fn event_id(fd: &OwnedFd) -> Result<u64, Error> {
-    perf::id(fd).map_err(|source| Error::Os {
+    perf::id(fd).map_err(|source| Error::Syscall {
         what: "reading a perf event's id".into(),
         source,
     })
-}
-
-/// The event's count: every hit, whether its sample was written or lost.
-fn read_count(fd: &OwnedFd) -> Option<u64> {
-    let mut buf = [0u8; 8];
-    // SAFETY: `buf` is 8 writable bytes; `fd` is an open perf event.
-    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    (n == 8).then(|| u64::from_ne_bytes(buf))
 }
 
 fn monotonic_ns() -> u64 {

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use super::{Hit, Value};
-use crate::bpf::sampling::{
-    ArgFetch, Layout, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, NO_REG, VALUE_MAX,
-};
 use crate::elf::arg::{Arg, Operand, Reg, Reg64};
 use crate::elf::note::Site;
-use crate::tracefs::Field;
+use crate::engine::bpf::sampling::{
+    ArgFetch, Layout, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, NO_REG, VALUE_MAX,
+};
+use crate::engine::perf::tracefs::Field;
 use crate::Error;
 
 /// perf's number of an x86-64 register (the sampler decodes x86-64

@@ -38,11 +38,11 @@ use super::asm::{
 use super::counter::{link_sites, per_cpu_values};
 use super::program::{create_counter_map, load_program};
 use super::ringbuf::RingBuf;
-use super::sys::{bpf, bpf_fd, possible_cpus, MapCreateAttr, MapElemAttr};
-use super::sys::{
+use super::BpfError;
+use crate::sys::bpf::{bpf, bpf_fd, MapCreateAttr, MapElemAttr};
+use crate::sys::bpf::{
     object_name, BPF_MAP_CREATE, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_RINGBUF, BPF_MAP_UPDATE_ELEM,
 };
-use super::BpfError;
 use crate::Target;
 
 /// The arguments a record has room for (a note may have more: those past
@@ -62,14 +62,14 @@ pub(crate) const VALUE_MAX: usize = 24;
 pub(crate) const DEREF: usize = 264;
 /// How many bytes of a string are read, its NUL included: one more than
 /// the longest kept, so that a longer one shows as cut.
-pub(crate) const STRING_READ: i32 = crate::sample::STRING_MAX as i32 + 2;
+pub(crate) const STRING_READ: i32 = crate::sample::value::STRING_MAX as i32 + 2;
 
 /// [`ArgFetch::kind`]: read `size` bytes at the address.
 pub(crate) const FETCH_VALUE: u8 = 1;
 /// [`ArgFetch::kind`]: read the string the value (or the address, without
 /// [`FETCH_VALUE`]) points at.
 pub(crate) const FETCH_STRING: u8 = 2;
-/// [`ArgFetch::kind`]: read [`BYTES_FETCH`](crate::sample::BYTES_FETCH)
+/// [`ArgFetch::kind`]: read [`BYTES_FETCH`](crate::sample::value::BYTES_FETCH)
 /// bytes where the value (or the address) points.
 pub(crate) const FETCH_BYTES: u8 = 4;
 /// [`ArgFetch::base`] and [`ArgFetch::index`]: no register.
@@ -175,15 +175,10 @@ impl Layout {
     }
 }
 
-// Helpers (`enum bpf_func_id`).
-const MAP_LOOKUP_ELEM: i32 = 1;
-const KTIME_GET_NS: i32 = 5;
-const GET_CURRENT_PID_TGID: i32 = 14;
-const PROBE_READ_USER: i32 = 112;
-const PROBE_READ_USER_STR: i32 = 114;
-const RINGBUF_RESERVE: i32 = 131;
-const RINGBUF_SUBMIT: i32 = 132;
-const GET_ATTACH_COOKIE: i32 = 174;
+use crate::sys::bpf::helper::{
+    GET_ATTACH_COOKIE, GET_CURRENT_PID_TGID, KTIME_GET_NS, MAP_LOOKUP_ELEM, PROBE_READ_USER,
+    PROBE_READ_USER_STR, RINGBUF_RESERVE, RINGBUF_SUBMIT,
+};
 
 /// The maps a sampling program uses, by descriptor.
 pub(crate) struct Maps {
@@ -323,7 +318,7 @@ fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
         a.jump(read);
         a.bind(bytes);
         a.push([
-            mov64_imm(R2, crate::sample::BYTES_FETCH as i32),
+            mov64_imm(R2, crate::sample::value::BYTES_FETCH as i32),
             call(PROBE_READ_USER),
         ]);
         a.bind(read);
@@ -357,15 +352,9 @@ pub(crate) struct BpfSampling {
 impl BpfSampling {
     /// A ring of `bytes` (rounded up to a power of two of at least a page).
     pub(crate) fn new(bytes: u64) -> Result<BpfSampling, BpfError> {
-        let cpus = possible_cpus().map_err(|e| BpfError::Os {
-            what: "reading /sys/devices/system/cpu/possible".into(),
-            source: e,
-        })?;
+        let cpus = crate::cpus::possible_cpus().map_err(BpfError::Cpus)?;
         let size = bytes.max(usdt_runtime::page_size()).next_power_of_two();
-        let size32 = u32::try_from(size).map_err(|_| BpfError::Os {
-            what: format!("a ring buffer of {size} bytes"),
-            source: std::io::Error::from_raw_os_error(libc::E2BIG),
-        })?;
+        let size32 = u32::try_from(size).map_err(|_| BpfError::RingTooLarge { bytes: size })?;
         let mut attr = MapCreateAttr {
             map_type: BPF_MAP_TYPE_RINGBUF,
             max_entries: size32,
@@ -499,7 +488,7 @@ mod tests {
         assert_eq!(all.size(), 576 + 528);
         assert_eq!(Layout::default().size(), 192);
         const { assert!(STRING_READ as usize <= DEREF) };
-        const { assert!(crate::sample::BYTES_FETCH <= DEREF) };
+        const { assert!(crate::sample::value::BYTES_FETCH <= DEREF) };
         assert_eq!(ArgFetch::default().bytes()[2], NO_REG);
     }
 

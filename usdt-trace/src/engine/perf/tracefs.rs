@@ -131,7 +131,10 @@ fn definition(
             out.push(format!("s{i}=+0({f}):string"));
         }
         if is_bytes {
-            out.push(format!("b{i}=+0({f}):x8[{}]", crate::sample::BYTES_FETCH));
+            out.push(format!(
+                "b{i}=+0({f}):x8[{}]",
+                crate::sample::value::BYTES_FETCH
+            ));
         }
     }
     Some(out)
