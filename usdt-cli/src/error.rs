@@ -29,8 +29,6 @@ pub(crate) enum CliError {
         name: String,
         source: usdt_trace::Error,
     },
-    /// An engine name other than auto, bpf and perf.
-    BadEngine { value: String },
     /// `--str GLOB:N` whose glob matches no traced probe.
     StrMatchesNothing { glob: String, n: usize },
     /// `--str GLOB:N` past the arguments of the probes it matches.
@@ -62,9 +60,6 @@ impl fmt::Display for CliError {
             ),
             CliError::NotElf { name } => write!(f, "{name} is not an ELF file"),
             CliError::Read { name, source } => write!(f, "{name}: {source}"),
-            CliError::BadEngine { value } => {
-                write!(f, "the engine is auto, bpf or perf, not \"{value}\"")
-            }
             CliError::StrMatchesNothing { glob, n } => {
                 write!(f, "--str {glob}:{n} matches no traced probe")
             }

@@ -136,6 +136,18 @@ pub enum Error {
         /// The globs, space-separated.
         globs: String,
     },
+    /// The probes of a file could not be read.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Box<Error>,
+    },
+    /// An engine other than `auto`, `bpf` and `perf`.
+    BadEngine {
+        /// What was given.
+        value: String,
+    },
     /// An attach point other than `auto`, `nop` and `next`.
     BadAttachPoint {
         /// What was given.
@@ -201,6 +213,10 @@ impl fmt::Display for Error {
             Error::NoMatch { program, globs } => {
                 write!(f, "no probe of {} matches {globs}", program.display())
             }
+            Error::File { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::BadEngine { value } => {
+                write!(f, "the engine is auto, bpf or perf, not \"{value}\"")
+            }
             Error::BadAttachPoint { value } => {
                 write!(f, "the attach point is auto, nop or next, not \"{value}\"")
             }
@@ -213,6 +229,7 @@ impl std::error::Error for Error {
         match self {
             Error::Io { source, .. } => Some(source),
             Error::Syscall { source, .. } => Some(source),
+            Error::File { source, .. } => Some(source.as_ref()),
             Error::Bpf(e) | Error::BothEngines { bpf: e, .. } => Some(e),
             _ => None,
         }

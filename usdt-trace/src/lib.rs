@@ -64,9 +64,11 @@ mod escape;
 mod glob;
 mod ldso;
 mod process;
+mod raw;
 mod record;
 mod sample;
 mod selftest;
+mod session;
 mod sys;
 
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
@@ -85,7 +87,7 @@ pub use elf::signature::{
 };
 pub use engine::bpf;
 pub use engine::perf::counter::{AttachedSite, PerfCounter};
-pub use engine::{attach_delta, AttachPoint, Target};
+pub use engine::{attach_delta, AttachPoint, Counter, EngineChoice, Picked, Target};
 pub use error::Error;
 pub use escape::{escape, escape_name};
 pub use glob::glob_match;
@@ -99,6 +101,7 @@ pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
+pub use session::{NewObject, Notice, Objects, Session};
 pub use sys::SyscallError;
 pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

@@ -32,14 +32,7 @@ pub const MAX_ARGS_TEXT: usize = 4096;
 /// the macros).
 pub use usdt_runtime::MAX_ARGS;
 
-/// The instruction set a note was written for: it decides the register names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Machine {
-    /// x86-64 (`EM_X86_64`).
-    X86_64,
-    /// 64-bit Arm (`EM_AARCH64`).
-    Aarch64,
-}
+pub use crate::arch::Machine;
 
 /// The sizes an argument may have, in bytes.
 pub const ARG_SIZES: [u8; 6] = [1, 2, 4, 8, 16, 24];

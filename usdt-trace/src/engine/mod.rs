@@ -13,7 +13,10 @@ use crate::elf::note::Site;
 use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 
 pub mod bpf;
+mod choice;
 pub(crate) mod perf;
+
+pub use choice::{Counter, EngineChoice, Picked};
 
 /// Where on a site the uprobe goes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

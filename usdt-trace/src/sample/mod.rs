@@ -39,34 +39,28 @@
 //! (`PERF_RECORD_LOST`, written when a ring is full) are counted in
 //! [`Sampler::lost`], never dropped silently.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cpus::online_cpus;
-use crate::elf::arg::Operand;
 use crate::elf::note::Site;
 use crate::engine::bpf::sampling::{BpfSampling, SampledSite};
-use crate::engine::perf::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
-use crate::engine::perf::tracefs::FetchEvent;
-use crate::engine::perf::{attach_error, open_uprobe, perf_event_open};
+use crate::engine::perf::sampling::{PerfSampling, SiteSampling};
 use crate::engine::{path_cstring, Uprobe};
 use crate::glob::glob_match;
-use crate::sys::perf::{
-    self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
-    SAMPLE_TIME, TYPE_TRACEPOINT,
-};
-use crate::sys::{process, SyscallError};
+use crate::sys::process;
 
 mod decode;
 mod plan;
 pub(crate) mod value;
 
+use crate::raw::RawHit;
 use crate::{AttachPoint, Error, KernelFeatures, Target};
-use decode::{decode_bpf_record, decode_sample, Fields};
-use plan::{FetchPlan, Plan};
+use decode::decode;
+use plan::Plan;
 pub use value::{Hit, Value, BYTES_FETCH, STRING_MAX};
 
 /// The stack bytes each sample copies by default, for sites that read memory.
@@ -75,21 +69,6 @@ pub const DEFAULT_STACK_BYTES: u32 = 8192;
 /// The ring buffer data pages per traced target by default (16 MiB with
 /// 4 KiB pages), split between the CPUs when the events are per CPU.
 pub const DEFAULT_RING_PAGES: usize = 4096;
-
-/// The fewest data pages of a per-CPU ring buffer.
-const MIN_CPU_RING_PAGES: usize = 256;
-
-/// One ring buffer and the event whose descriptor it is mapped from. A
-/// per-CPU ring takes the samples of every task on its CPU; a ring of a
-/// per-task event (CPU -1) only those of its task (the kernel's rule for
-/// `PERF_EVENT_IOC_SET_OUTPUT`).
-#[derive(Debug)]
-struct Slot {
-    target: Target,
-    cpu: i32,
-    owner: usize,
-    ring: Ring,
-}
 
 /// Uprobes in sampling mode: attach with [`Sampler::attach`], then collect
 /// decoded hits with [`Sampler::poll`] and [`Sampler::drain`]. Dropping it
@@ -118,23 +97,17 @@ pub struct Sampler {
     strings: Vec<(String, usize)>,
     bytes: Vec<(String, usize)>,
     plans: Vec<Plan>,
-    ids: HashMap<u64, usize>,
-    kernel_fetch: bool,
-    fetch_plans: HashMap<(PathBuf, u64), Option<(u64, FetchPlan)>>,
     /// The uprobe addresses attached, per target: one uprobe per address.
     attached: HashSet<(PathBuf, u64, Target)>,
     /// Sample with one BPF uprobe_multi link per file instead of perf
     /// events ([`Sampler::bpf`]).
     use_bpf: bool,
-    // Released in this order by `Drop`: close the BPF links, unmap the
-    // rings, close the events, then remove the fetch events they used
-    // (deleting a uprobe event still in use by perf is refused, and has
-    // hung tracing on a kernel).
+    // Released in this order by `Drop`: close the BPF links, then the
+    // perf events and the fetch events they used.
     bpf: Option<BpfSampling>,
-    slots: Vec<Slot>,
-    fds: Vec<OwnedFd>,
-    fetch_events: Vec<FetchEvent>,
-    lost: u64,
+    perf: PerfSampling,
+    /// Hits counted but never sampled (known after a drain).
+    unsampled: u64,
     /// Sample records read so far.
     seen: u64,
     pending: Vec<Hit>,
@@ -144,9 +117,7 @@ impl Drop for Sampler {
     fn drop(&mut self) {
         // The order matters (see the fields), whatever the fields' order.
         self.bpf = None;
-        self.slots.clear();
-        self.fds.clear();
-        self.fetch_events.clear();
+        self.perf = PerfSampling::new(0, false);
     }
 }
 
@@ -158,20 +129,15 @@ impl Sampler {
             features: crate::engine::features_for(point),
             per_cpu: false,
             ring_pages: DEFAULT_RING_PAGES,
+            perf: PerfSampling::new(DEFAULT_RING_PAGES, true),
             stack_bytes: DEFAULT_STACK_BYTES,
             strings: vec![],
             bytes: vec![],
             plans: vec![],
-            ids: HashMap::new(),
-            kernel_fetch: true,
-            fetch_plans: HashMap::new(),
             attached: HashSet::new(),
             use_bpf: false,
             bpf: None,
-            slots: vec![],
-            fds: vec![],
-            fetch_events: vec![],
-            lost: 0,
+            unsampled: 0,
             seen: 0,
             pending: vec![],
         }
@@ -216,6 +182,7 @@ impl Sampler {
     /// 256 pages each) when the events are per CPU.
     pub fn ring_pages(mut self, pages: usize) -> Sampler {
         self.ring_pages = pages.max(1);
+        self.perf.ring_pages = self.ring_pages;
         self
     }
 
@@ -263,7 +230,7 @@ impl Sampler {
     /// (the default, when tracefs is mounted and writable): exact. Otherwise, or when
     /// tracefs refuses, they are read from the stack copy and the process.
     pub fn kernel_fetch(mut self, on: bool) -> Sampler {
-        self.kernel_fetch = on;
+        self.perf.kernel_fetch = on;
         self
     }
 
@@ -273,7 +240,7 @@ impl Sampler {
     /// lost record only when a later sample finds room, which may never
     /// come).
     pub fn lost(&self) -> u64 {
-        self.lost + self.bpf.as_ref().map_or(0, BpfSampling::lost)
+        self.perf.lost().max(self.unsampled) + self.bpf.as_ref().map_or(0, BpfSampling::lost)
     }
 
     /// How many sites are attached.
@@ -297,15 +264,14 @@ impl Sampler {
             Target::Pid(_) if !self.per_cpu => vec![-1],
             _ => online_cpus(),
         };
-        let (plans_before, fds_before, slots_before) =
-            (self.plans.len(), self.fds.len(), self.slots.len());
+        let plans_before = self.plans.len();
+        let mark = self.perf.mark();
         let attached = self.attached.clone();
         let result = self
             .attach_sites(path, &c_path, sites, target, &cpus)
             .and_then(|()| {
-                self.fds[fds_before..]
-                    .iter()
-                    .try_for_each(|fd| perf::enable(fd, false))
+                self.perf
+                    .enable_since(mark)
                     .map_err(|source| Error::Syscall {
                         what: format!("enabling the uprobes of {}", path.display()),
                         source,
@@ -313,10 +279,8 @@ impl Sampler {
             });
         if result.is_err() {
             self.attached = attached;
-            self.slots.truncate(slots_before);
-            self.fds.truncate(fds_before);
+            self.perf.roll_back(mark, plans_before);
             self.plans.truncate(plans_before);
-            self.ids.retain(|_, plan| *plan < plans_before);
         }
         result
     }
@@ -358,7 +322,6 @@ impl Sampler {
             plan.attach_addr = site.location.wrapping_add(from_location);
             if self.use_bpf {
                 let fetch = plan.fetches();
-                plan.bpf_fetch = fetch.to_vec();
                 sampled.push(SampledSite {
                     offset: uprobe.offset,
                     ref_ctr_offset: uprobe.ref_ctr_offset,
@@ -368,23 +331,25 @@ impl Sampler {
                 self.plans.push(plan);
                 continue;
             }
-            let fetch = match plan.stack_bytes > 0 && self.kernel_fetch {
-                true => self.fetch_event(path, &uprobe, &plan),
-                false => None,
+            let sampling = SiteSampling {
+                args: &plan.args,
+                strings: &plan.strings,
+                bytes: &plan.bytes,
+                attach_addr: plan.attach_addr,
+                regs_mask: plan.regs_mask,
+                stack_bytes: plan.stack_bytes,
             };
-            if let Some((_, fetch_plan)) = &fetch {
-                plan.fetch = Some(fetch_plan.clone());
-            }
-            for &cpu in cpus {
-                let fd = match &fetch {
-                    Some((id, _)) => self.open_fetch_event(*id, target, cpu),
-                    None => self.open(&uprobe, &plan, target, cpu),
-                }
-                .map_err(|e| attach_error(e, path, site, target))?;
-                self.ids.insert(event_id(&fd)?, self.plans.len());
-                self.fds.push(fd);
-                self.route(target, cpu)?;
-            }
+            let index = self.plans.len();
+            self.perf.attach_site(
+                &self.features,
+                path,
+                site,
+                &uprobe,
+                &sampling,
+                index,
+                target,
+                cpus,
+            )?;
             self.plans.push(plan);
         }
         if sampled.is_empty() {
@@ -396,138 +361,8 @@ impl Sampler {
             self.bpf = Some(BpfSampling::new(bytes)?);
         }
         if let Some(bpf) = &mut self.bpf {
-            let layout = bpf.attach(path, &sampled, target)?;
-            let first = sampled[0].cookie as usize;
-            for plan in &mut self.plans[first..] {
-                plan.bpf_layout = layout;
-            }
+            bpf.attach(path, &sampled, target)?;
         }
-        Ok(())
-    }
-
-    /// The fetch event for a site (made once per file offset and shared by
-    /// every thread), if tracefs takes it.
-    fn fetch_event(
-        &mut self,
-        path: &Path,
-        uprobe: &Uprobe<'_>,
-        plan: &Plan,
-    ) -> Option<(u64, FetchPlan)> {
-        let key = (path.to_path_buf(), uprobe.offset);
-        if let Some(found) = self.fetch_plans.get(&key) {
-            return found.clone();
-        }
-        let ref_ctr = uprobe
-            .ref_ctr_offset
-            .filter(|_| self.features.kernel_semaphores);
-        let event = FetchEvent::create(
-            path,
-            (plan.attach_addr, uprobe.offset),
-            ref_ctr,
-            &plan.args,
-            &plan.strings,
-            &plan.bytes,
-        );
-        // Every value, string and byte slice must have its field.
-        let complete = event.filter(|e| {
-            plan.args.iter().enumerate().all(|(i, a)| {
-                let constant = matches!(
-                    a.operand,
-                    Operand::Immediate(_) | Operand::Unreadable { .. }
-                );
-                (constant || e.values[i].is_some())
-                    && (!plan.strings[i] || e.strings[i].is_some())
-                    && (!plan.bytes.get(i).copied().unwrap_or(false) || e.bytes[i].is_some())
-            })
-        });
-        let found = complete.map(|e| {
-            let fetch = FetchPlan {
-                values: e.values.clone(),
-                strings: e.strings.clone(),
-                bytes: e.bytes.clone(),
-            };
-            let id = e.id;
-            self.fetch_events.push(e);
-            (id, fetch)
-        });
-        self.fetch_plans.insert(key, found.clone());
-        found
-    }
-
-    fn open_fetch_event(&self, id: u64, target: Target, cpu: i32) -> Result<OwnedFd, SyscallError> {
-        let mut attr = perf::attr(TYPE_TRACEPOINT);
-        attr.config = id;
-        attr.sample_period = 1;
-        attr.sample_type = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_RAW;
-        attr.set_disabled(1);
-        attr.set_use_clockid(1);
-        attr.set_watermark(1);
-        attr.wakeup_watermark = 1 << 20;
-        attr.clockid = libc::CLOCK_MONOTONIC;
-        // SAFETY: a tracepoint event's attributes point to nothing.
-        unsafe { perf_event_open(&attr, target, cpu) }
-    }
-
-    fn open(
-        &self,
-        uprobe: &Uprobe<'_>,
-        plan: &Plan,
-        target: Target,
-        cpu: i32,
-    ) -> Result<OwnedFd, SyscallError> {
-        open_uprobe(
-            &self.features,
-            uprobe,
-            target,
-            cpu,
-            |attr: &mut perf::Attr| {
-                attr.sample_period = 1;
-                attr.sample_type = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_REGS_USER;
-                attr.sample_regs_user = plan.regs_mask;
-                attr.set_disabled(1);
-                attr.set_use_clockid(1);
-                attr.clockid = libc::CLOCK_MONOTONIC;
-                if plan.stack_bytes > 0 {
-                    attr.sample_type |= SAMPLE_STACK_USER;
-                    attr.sample_stack_user = plan.stack_bytes;
-                    // Memory outside the stack copy is read after the fact: wake
-                    // the reader at every sample to keep that window short.
-                    attr.wakeup_events = 1;
-                } else {
-                    // Otherwise wake it when a quarter of the ring is full.
-                    attr.set_watermark(1);
-                    attr.wakeup_watermark = 1 << 20;
-                }
-            },
-        )
-    }
-
-    /// Sends the newest event's samples to the ring of its target and CPU,
-    /// mapping that ring from it if there is none yet.
-    fn route(&mut self, target: Target, cpu: i32) -> Result<(), Error> {
-        let index = self.fds.len() - 1;
-        let fd = &self.fds[index];
-        if let Some(slot) = self
-            .slots
-            .iter()
-            .find(|s| s.cpu == cpu && (cpu != -1 || s.target == target))
-        {
-            return perf::set_output(fd, &self.fds[slot.owner]).map_err(|source| Error::Syscall {
-                what: "sharing a perf ring buffer".into(),
-                source,
-            });
-        }
-        let pages = match cpu {
-            -1 => self.ring_pages,
-            _ => (self.ring_pages / online_cpus().len().max(1)).max(MIN_CPU_RING_PAGES),
-        };
-        let ring = Ring::map(fd.as_fd(), pages)?;
-        self.slots.push(Slot {
-            target,
-            cpu,
-            owner: index,
-            ring,
-        });
         Ok(())
     }
 
@@ -538,9 +373,8 @@ impl Sampler {
     /// Returns how many hits were passed on.
     pub fn poll(&mut self, timeout: Duration, each: impl FnMut(Hit)) -> Result<usize, Error> {
         let mut fds: Vec<libc::pollfd> = self
-            .slots
-            .iter()
-            .map(|s| self.fds[s.owner].as_raw_fd())
+            .perf
+            .ring_fds()
             .chain(self.bpf.as_ref().map(|b| b.fd().as_raw_fd()))
             .map(|fd| libc::pollfd {
                 fd,
@@ -567,51 +401,31 @@ impl Sampler {
         let n = self.collect(true, each);
         // Every hit counts, sampled or not: what the events counted beyond
         // the hits decoded was lost.
-        let counted = self
-            .fds
-            .iter()
-            .map(|fd| perf::read_count(fd).unwrap_or(0))
-            .fold(0u64, u64::wrapping_add);
-        self.lost = self.lost.max(counted.saturating_sub(self.seen));
+        let counted = self.perf.counted();
+        self.unsampled = self.unsampled.max(counted.saturating_sub(self.seen));
         n
     }
 
     fn collect(&mut self, all: bool, mut each: impl FnMut(Hit)) -> usize {
         let cutoff = monotonic_ns();
         let Sampler {
-            slots,
+            perf,
             plans,
-            ids,
-            lost,
             seen,
             pending,
             bpf,
             ..
         } = self;
+        let mut each_raw = |raw: Option<RawHit<'_>>| {
+            *seen += 1;
+            if let Some((plan, raw)) = raw.and_then(|raw| Some((plans.get(raw.site)?, raw))) {
+                pending.push(decode(plan, &raw));
+            }
+        };
         if let Some(bpf) = bpf {
-            bpf.drain(|record| {
-                *seen += 1;
-                if let Some(hit) = decode_bpf_record(plans, record) {
-                    pending.push(hit);
-                }
-            });
+            bpf.drain(&mut each_raw);
         }
-        for slot in slots.iter_mut() {
-            slot.ring.drain(|kind, record| match kind {
-                RECORD_SAMPLE => {
-                    *seen += 1;
-                    if let Some(hit) = decode_sample(plans, ids, record) {
-                        pending.push(hit);
-                    }
-                }
-                RECORD_LOST => {
-                    let mut f = Fields(&record[8..]);
-                    let _id = f.u64();
-                    *lost += f.u64().unwrap_or(0);
-                }
-                _ => {}
-            });
-        }
+        perf.drain(&mut each_raw);
         pending.sort_by_key(|h| h.time_ns);
         let keep = if all {
             0
@@ -629,16 +443,9 @@ impl Sampler {
     pub fn ring_bytes(&self) -> u64 {
         match &self.bpf {
             Some(bpf) => bpf.ring_bytes(),
-            None => self.slots.first().map_or(0, |s| s.ring.data_size()),
+            None => self.perf.ring_bytes(),
         }
     }
-}
-
-fn event_id(fd: &OwnedFd) -> Result<u64, Error> {
-    perf::id(fd).map_err(|source| Error::Syscall {
-        what: "reading a perf event's id".into(),
-        source,
-    })
 }
 
 fn monotonic_ns() -> u64 {
@@ -721,14 +528,24 @@ mod tests {
         assert_eq!(plan.regs_mask, 1 | 1 << 5 | 1 << 7 | 1 << 16);
         assert_eq!(plan.stack_bytes, 64);
         let stack = [0u8, 0, 0, 0, 0, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff];
-        let regs = [0x1234, 0x1000, 0x1000, 0x80];
+        let mut regs = crate::raw::Regs::default();
+        for (reg, v) in [
+            (crate::Reg64::Rax, 0x1234),
+            (crate::Reg64::Rdi, 0x1000),
+            (crate::Reg64::Rsp, 0x1000),
+            (crate::Reg64::R8, 0x80),
+        ] {
+            regs.push(reg, v);
+        }
         let cx = Context {
             pid: 0,
             regs: &regs,
             sp: 0x1000,
             stack: &stack,
         };
-        let values: Vec<Value> = (0..4).map(|i| decode_arg(&plan, &cx, i)).collect();
+        let values: Vec<Value> = (0..4)
+            .map(|i| decode_arg(&plan, &cx, Default::default(), i))
+            .collect();
         assert_eq!(
             values,
             [

@@ -27,6 +27,7 @@
 //!
 //! A link whose sites read no memory writes 192 bytes per hit.
 
+use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
@@ -39,6 +40,7 @@ use super::counter::{link_sites, per_cpu_values};
 use super::program::{create_counter_map, load_program};
 use super::ringbuf::RingBuf;
 use super::BpfError;
+use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::bpf::{bpf, bpf_fd, MapCreateAttr, MapElemAttr};
 use crate::sys::bpf::{
     object_name, BPF_MAP_CREATE, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_RINGBUF, BPF_MAP_UPDATE_ELEM,
@@ -49,7 +51,7 @@ use crate::Target;
 /// it are read from the registers and the process).
 pub(crate) const ARGS: usize = usdt_runtime::MAX_ARGS;
 /// `struct pt_regs` of x86-64: 21 registers.
-pub(crate) const PT_REGS: usize = 21;
+pub(crate) const PT_REGS: usize = crate::arch::x86_64::PT_REGS;
 /// Where the registers start in a record.
 pub(crate) const REGS_AT: usize = 24;
 /// Where the per-argument slots start.
@@ -327,6 +329,77 @@ fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
     a.bind(next);
 }
 
+/// One record (see the module documentation) as a raw hit: the registers
+/// by name, and per argument the value and the string or bytes the program
+/// read (what it could not read, a page not present, is left to the
+/// decoder).
+fn raw_hit<'a>(
+    sites: &HashMap<u64, (Layout, [ArgFetch; ARGS])>,
+    record: &'a [u8],
+) -> Option<RawHit<'a>> {
+    let mut f = Fields(record);
+    let cookie = f.u64()?;
+    let pid_tgid = f.u64()?;
+    let time_ns = f.u64()?;
+    let pt_regs = crate::arch::pt_regs(crate::Machine::X86_64)?;
+    let mut pt = [0u64; PT_REGS];
+    for r in pt.iter_mut().take(pt_regs.len) {
+        *r = f.u64()?;
+    }
+    let mut raw = RawHit {
+        site: usize::try_from(cookie).ok()?,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        time_ns,
+        ..RawHit::default()
+    };
+    for row in crate::arch::x86_64::REGISTERS {
+        if let Some(i) = (pt_regs.index)(row.perf) {
+            raw.regs.push(row.reg, pt[usize::from(i)]);
+        }
+    }
+    let Some((layout, fetch)) = sites.get(&cookie) else {
+        return Some(raw);
+    };
+    raw.fetched = fetch
+        .iter()
+        .enumerate()
+        .take(layout.slots)
+        .map(|(i, f)| fetched(record, layout, i, f))
+        .collect();
+    Some(raw)
+}
+
+/// What the program read for argument `i`.
+fn fetched<'a>(record: &'a [u8], layout: &Layout, i: usize, f: &ArgFetch) -> Fetched<'a> {
+    let Some(slot) = record.get(SLOTS_AT + i * SLOT..SLOTS_AT + (i + 1) * SLOT) else {
+        return Fetched::default();
+    };
+    if f.kind == 0 {
+        return Fetched::default();
+    }
+    let rc = |at: usize| i32::from_ne_bytes(slot[at..at + 4].try_into().unwrap_or_default());
+    let mut out = Fetched::default();
+    if f.kind & FETCH_VALUE != 0 {
+        if rc(VALUE_MAX) != 0 {
+            // Not read: the decoder computes and reads it itself.
+            return out;
+        }
+        out.value = Some(&slot[..usize::from(f.size).min(VALUE_MAX)]);
+    }
+    let room_at = layout.deref_at() + usize::from(f.deref_slot) * DEREF;
+    let read = rc(VALUE_MAX + 4);
+    if f.kind & FETCH_STRING != 0 {
+        // The length read, its NUL included.
+        out.pointed = usize::try_from(read - 1)
+            .ok()
+            .and_then(|len| record.get(room_at..room_at + len));
+    } else if f.kind & FETCH_BYTES != 0 && read == 0 {
+        out.pointed = record.get(room_at..room_at + crate::sample::value::BYTES_FETCH);
+    }
+    out
+}
+
 /// One uprobe_multi link with its program and descriptor array; closing
 /// the link detaches its sites.
 #[derive(Debug)]
@@ -347,6 +420,8 @@ pub(crate) struct BpfSampling {
     ring_map: OwnedFd,
     lost: OwnedFd,
     cpus: usize,
+    /// What each site's records hold, by cookie.
+    sites: HashMap<u64, (Layout, [ArgFetch; ARGS])>,
 }
 
 impl BpfSampling {
@@ -372,6 +447,7 @@ impl BpfSampling {
             ring_map,
             lost: create_counter_map(1)?,
             cpus,
+            sites: HashMap::new(),
         })
     }
 
@@ -384,9 +460,9 @@ impl BpfSampling {
         path: &Path,
         sites: &[SampledSite],
         target: Target,
-    ) -> Result<Layout, BpfError> {
+    ) -> Result<(), BpfError> {
         let Some(first) = sites.first() else {
-            return Ok(Layout::default());
+            return Ok(());
         };
         let layout = Layout::of(sites);
         let descriptors = self.descriptors(sites)?;
@@ -409,7 +485,10 @@ impl BpfSampling {
             _prog: prog,
             _descriptors: descriptors,
         });
-        Ok(layout)
+        for site in sites {
+            self.sites.insert(site.cookie, (layout, site.fetch));
+        }
+        Ok(())
     }
 
     /// The descriptor array of `sites`, one row per site in cookie order.
@@ -458,9 +537,11 @@ impl BpfSampling {
         self.ring.size()
     }
 
-    /// Calls `each` with every record written so far.
-    pub(crate) fn drain(&mut self, each: impl FnMut(&[u8])) {
-        self.ring.drain(each);
+    /// Calls `each` with every record written so far, as a raw hit
+    /// (`None`: a record that could not be read).
+    pub(crate) fn drain(&mut self, mut each: impl FnMut(Option<RawHit<'_>>)) {
+        let BpfSampling { ring, sites, .. } = self;
+        ring.drain(|record| each(raw_hit(sites, record)));
     }
 
     /// Hits not sampled because the ring was full.

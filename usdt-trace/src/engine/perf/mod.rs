@@ -14,6 +14,7 @@ use crate::{Error, KernelFeatures};
 
 pub(crate) mod counter;
 pub(crate) mod ring;
+pub(crate) mod sampling;
 pub(crate) mod tracefs;
 
 /// Opens one uprobe perf event; `customize` adjusts the attributes (sampling,

@@ -375,6 +375,14 @@ pub(crate) fn data_loc_string(raw: &[u8], field: Field) -> Option<&[u8]> {
     Some(bytes.strip_suffix(&[0]).unwrap_or(bytes))
 }
 
+/// The fields of a fetch event's raw record, per argument.
+#[derive(Clone, Debug)]
+pub(crate) struct FetchPlan {
+    pub(crate) values: Vec<Option<Field>>,
+    pub(crate) strings: Vec<Option<Field>>,
+    pub(crate) bytes: Vec<Option<Field>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
