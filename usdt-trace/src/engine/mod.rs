@@ -18,6 +18,45 @@ pub(crate) mod perf;
 
 pub use choice::{Counter, EngineChoice, Picked};
 
+/// One site to sample, as the sampler planned it.
+#[derive(Debug)]
+pub(crate) struct SampleSite<'a> {
+    /// The sampler's number for the site: raw hits name it, and BPF
+    /// records carry it as the cookie.
+    pub(crate) index: usize,
+    pub(crate) site: &'a Site,
+    pub(crate) uprobe: Uprobe<'a>,
+    /// What perf events read at the hit.
+    pub(crate) perf: perf::sampling::SiteSampling<'a>,
+    /// What the BPF program reads at the hit.
+    pub(crate) bpf: [bpf::sampling::ArgFetch; bpf::sampling::ARGS],
+}
+
+/// What both sampling engines do; each decodes its own records into
+/// engine-neutral raw hits (`crate::raw`).
+pub(crate) trait Engine: std::fmt::Debug {
+    /// Attaches `sites` of the file at `path`, sampling the hits of
+    /// `target`: all of them, or on error none.
+    fn attach(
+        &mut self,
+        path: &Path,
+        sites: &[SampleSite<'_>],
+        target: Target,
+    ) -> Result<(), Error>;
+    /// Calls `each` with every hit read so far (`None`: a record that
+    /// could not be read).
+    fn drain(&mut self, each: &mut dyn FnMut(Option<crate::raw::RawHit<'_>>));
+    /// Hits lost because a ring was full.
+    fn lost(&self) -> u64;
+    /// Every hit the kernel counted, sampled or not, where the engine
+    /// counts them.
+    fn counted(&self) -> Option<u64>;
+    /// The descriptors to wait on.
+    fn poll_fds(&self) -> Vec<std::os::fd::RawFd>;
+    /// The size in bytes of each ring's data area.
+    fn ring_bytes(&self) -> u64;
+}
+
 /// Where on a site the uprobe goes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttachPoint {

@@ -41,15 +41,13 @@
 
 use std::collections::HashSet;
 use std::ffi::CString;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cpus::online_cpus;
 use crate::elf::note::Site;
-use crate::engine::bpf::sampling::{BpfSampling, SampledSite};
+use crate::engine::bpf::sampling::BpfSampling;
 use crate::engine::perf::sampling::{PerfSampling, SiteSampling};
-use crate::engine::{path_cstring, Uprobe};
+use crate::engine::{path_cstring, Engine, SampleSite, Uprobe};
 use crate::glob::glob_match;
 use crate::sys::process;
 
@@ -102,10 +100,9 @@ pub struct Sampler {
     /// Sample with one BPF uprobe_multi link per file instead of perf
     /// events ([`Sampler::bpf`]).
     use_bpf: bool,
-    // Released in this order by `Drop`: close the BPF links, then the
-    // perf events and the fetch events they used.
-    bpf: Option<BpfSampling>,
-    perf: PerfSampling,
+    kernel_fetch: bool,
+    /// The engine, from the first attach on.
+    engine: Option<Box<dyn Engine>>,
     /// Hits counted but never sampled (known after a drain).
     unsampled: u64,
     /// Sample records read so far.
@@ -115,9 +112,8 @@ pub struct Sampler {
 
 impl Drop for Sampler {
     fn drop(&mut self) {
-        // The order matters (see the fields), whatever the fields' order.
-        self.bpf = None;
-        self.perf = PerfSampling::new(0, false);
+        // Each engine releases its parts in its own order.
+        self.engine = None;
     }
 }
 
@@ -129,14 +125,14 @@ impl Sampler {
             features: crate::engine::features_for(point),
             per_cpu: false,
             ring_pages: DEFAULT_RING_PAGES,
-            perf: PerfSampling::new(DEFAULT_RING_PAGES, true),
             stack_bytes: DEFAULT_STACK_BYTES,
             strings: vec![],
             bytes: vec![],
             plans: vec![],
             attached: HashSet::new(),
             use_bpf: false,
-            bpf: None,
+            kernel_fetch: true,
+            engine: None,
             unsampled: 0,
             seen: 0,
             pending: vec![],
@@ -182,7 +178,6 @@ impl Sampler {
     /// 256 pages each) when the events are per CPU.
     pub fn ring_pages(mut self, pages: usize) -> Sampler {
         self.ring_pages = pages.max(1);
-        self.perf.ring_pages = self.ring_pages;
         self
     }
 
@@ -230,7 +225,7 @@ impl Sampler {
     /// (the default, when tracefs is mounted and writable): exact. Otherwise, or when
     /// tracefs refuses, they are read from the stack copy and the process.
     pub fn kernel_fetch(mut self, on: bool) -> Sampler {
-        self.perf.kernel_fetch = on;
+        self.kernel_fetch = on;
         self
     }
 
@@ -240,7 +235,10 @@ impl Sampler {
     /// lost record only when a later sample finds room, which may never
     /// come).
     pub fn lost(&self) -> u64 {
-        self.perf.lost().max(self.unsampled) + self.bpf.as_ref().map_or(0, BpfSampling::lost)
+        self.engine
+            .as_ref()
+            .map_or(0, |e| e.lost())
+            .max(self.unsampled)
     }
 
     /// How many sites are attached.
@@ -259,28 +257,12 @@ impl Sampler {
     ) -> Result<(), Error> {
         let path = path.as_ref();
         let c_path = path_cstring(path)?;
-        let cpus = match target {
-            _ if self.use_bpf => vec![],
-            Target::Pid(_) if !self.per_cpu => vec![-1],
-            _ => online_cpus(),
-        };
-        let plans_before = self.plans.len();
-        let mark = self.perf.mark();
+        let first = self.plans.len();
         let attached = self.attached.clone();
-        let result = self
-            .attach_sites(path, &c_path, sites, target, &cpus)
-            .and_then(|()| {
-                self.perf
-                    .enable_since(mark)
-                    .map_err(|source| Error::Syscall {
-                        what: format!("enabling the uprobes of {}", path.display()),
-                        source,
-                    })
-            });
+        let result = self.attach_sites(path, &c_path, sites, target);
         if result.is_err() {
             self.attached = attached;
-            self.perf.roll_back(mark, plans_before);
-            self.plans.truncate(plans_before);
+            self.plans.truncate(first);
         }
         result
     }
@@ -291,79 +273,79 @@ impl Sampler {
         c_path: &CString,
         sites: impl IntoIterator<Item = &'a Site>,
         target: Target,
-        cpus: &[i32],
     ) -> Result<(), Error> {
-        let mut sampled = vec![];
+        let first = self.plans.len();
+        let mut chosen = vec![];
         for site in sites {
             let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path)?;
             if !self.attached.insert((path.into(), uprobe.offset, target)) {
                 continue; // one uprobe per address
             }
-            let probe = site.probe();
-            let strings = (0..site.args.len())
-                .map(|i| {
-                    self.strings
-                        .iter()
-                        .any(|(g, n)| *n == i && glob_match(g, &probe))
-                })
-                .collect();
-            let bytes = (0..site.args.len())
-                .map(|i| {
-                    self.bytes
-                        .iter()
-                        .any(|(g, n)| *n == i && glob_match(g, &probe))
-                })
-                .collect();
-            let mut plan =
-                Plan::new(site, strings, self.stack_bytes)?.with_bytes(bytes, self.stack_bytes);
+            let mut plan = self.plan(site)?;
             let from_location = uprobe
                 .offset
                 .wrapping_sub(site.location_offset.unwrap_or(0));
             plan.attach_addr = site.location.wrapping_add(from_location);
-            if self.use_bpf {
-                let fetch = plan.fetches();
-                sampled.push(SampledSite {
-                    offset: uprobe.offset,
-                    ref_ctr_offset: uprobe.ref_ctr_offset,
-                    cookie: self.plans.len() as u64,
-                    fetch,
-                });
-                self.plans.push(plan);
-                continue;
-            }
-            let sampling = SiteSampling {
-                args: &plan.args,
-                strings: &plan.strings,
-                bytes: &plan.bytes,
-                attach_addr: plan.attach_addr,
-                regs_mask: plan.regs_mask,
-                stack_bytes: plan.stack_bytes,
-            };
-            let index = self.plans.len();
-            self.perf.attach_site(
-                &self.features,
-                path,
-                site,
-                &uprobe,
-                &sampling,
-                index,
-                target,
-                cpus,
-            )?;
             self.plans.push(plan);
+            chosen.push((site, uprobe));
         }
-        if sampled.is_empty() {
+        if chosen.is_empty() {
             return Ok(());
         }
-        if self.bpf.is_none() {
-            crate::engine::perf::tracefs::remove_stale_events();
-            let bytes = self.ring_pages as u64 * usdt_runtime::page_size();
-            self.bpf = Some(BpfSampling::new(bytes)?);
+        if self.engine.is_none() {
+            self.engine = Some(self.new_engine()?);
         }
-        if let Some(bpf) = &mut self.bpf {
-            bpf.attach(path, &sampled, target)?;
+        let samples: Vec<SampleSite<'_>> = chosen
+            .into_iter()
+            .zip(&self.plans[first..])
+            .enumerate()
+            .map(|(k, ((site, uprobe), plan))| SampleSite {
+                index: first + k,
+                site,
+                uprobe,
+                perf: SiteSampling {
+                    args: &plan.args,
+                    strings: &plan.strings,
+                    bytes: &plan.bytes,
+                    attach_addr: plan.attach_addr,
+                    regs_mask: plan.regs_mask,
+                    stack_bytes: plan.stack_bytes,
+                },
+                bpf: plan.fetches(),
+            })
+            .collect();
+        match &mut self.engine {
+            Some(engine) => engine.attach(path, &samples, target),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// How to decode the hits of `site`: its string and byte-slice
+    /// arguments as asked for.
+    fn plan(&self, site: &Site) -> Result<Plan, Error> {
+        let probe = site.probe();
+        let marked = |globs: &[(String, usize)]| -> Vec<bool> {
+            (0..site.args.len())
+                .map(|i| globs.iter().any(|(g, n)| *n == i && glob_match(g, &probe)))
+                .collect()
+        };
+        Ok(Plan::new(site, marked(&self.strings), self.stack_bytes)?
+            .with_bytes(marked(&self.bytes), self.stack_bytes))
+    }
+
+    /// The engine asked for ([`Sampler::bpf`]).
+    fn new_engine(&self) -> Result<Box<dyn Engine>, Error> {
+        if !self.use_bpf {
+            return Ok(Box::new(PerfSampling::new(
+                self.ring_pages,
+                self.kernel_fetch,
+                self.per_cpu,
+                self.features,
+            )));
+        }
+        crate::engine::perf::tracefs::remove_stale_events();
+        let bytes = self.ring_pages as u64 * usdt_runtime::page_size();
+        Ok(Box::new(BpfSampling::new(bytes)?))
     }
 
     /// Waits up to `timeout` for a ring buffer to fill past its watermark,
@@ -373,9 +355,10 @@ impl Sampler {
     /// Returns how many hits were passed on.
     pub fn poll(&mut self, timeout: Duration, each: impl FnMut(Hit)) -> Result<usize, Error> {
         let mut fds: Vec<libc::pollfd> = self
-            .perf
-            .ring_fds()
-            .chain(self.bpf.as_ref().map(|b| b.fd().as_raw_fd()))
+            .engine
+            .as_ref()
+            .map_or(vec![], |e| e.poll_fds())
+            .into_iter()
             .map(|fd| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
@@ -401,7 +384,7 @@ impl Sampler {
         let n = self.collect(true, each);
         // Every hit counts, sampled or not: what the events counted beyond
         // the hits decoded was lost.
-        let counted = self.perf.counted();
+        let counted = self.engine.as_ref().and_then(|e| e.counted()).unwrap_or(0);
         self.unsampled = self.unsampled.max(counted.saturating_sub(self.seen));
         n
     }
@@ -409,23 +392,20 @@ impl Sampler {
     fn collect(&mut self, all: bool, mut each: impl FnMut(Hit)) -> usize {
         let cutoff = monotonic_ns();
         let Sampler {
-            perf,
+            engine,
             plans,
             seen,
             pending,
-            bpf,
             ..
         } = self;
-        let mut each_raw = |raw: Option<RawHit<'_>>| {
-            *seen += 1;
-            if let Some((plan, raw)) = raw.and_then(|raw| Some((plans.get(raw.site)?, raw))) {
-                pending.push(decode(plan, &raw));
-            }
-        };
-        if let Some(bpf) = bpf {
-            bpf.drain(&mut each_raw);
+        if let Some(engine) = engine {
+            engine.drain(&mut |raw: Option<RawHit<'_>>| {
+                *seen += 1;
+                if let Some((plan, raw)) = raw.and_then(|raw| Some((plans.get(raw.site)?, raw))) {
+                    pending.push(decode(plan, &raw));
+                }
+            });
         }
-        perf.drain(&mut each_raw);
         pending.sort_by_key(|h| h.time_ns);
         let keep = if all {
             0
@@ -441,10 +421,7 @@ impl Sampler {
 
     /// The size in bytes of each ring buffer's data area.
     pub fn ring_bytes(&self) -> u64 {
-        match &self.bpf {
-            Some(bpf) => bpf.ring_bytes(),
-            None => self.perf.ring_bytes(),
-        }
+        self.engine.as_ref().map_or(0, |e| e.ring_bytes())
     }
 }
 

@@ -28,7 +28,7 @@
 //! A link whose sites read no memory writes 192 bytes per hit.
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 use super::asm::{
@@ -40,6 +40,7 @@ use super::counter::{link_sites, per_cpu_values};
 use super::program::{create_counter_map, load_program};
 use super::ringbuf::RingBuf;
 use super::BpfError;
+use crate::engine::{Engine, SampleSite};
 use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::bpf::{bpf, bpf_fd, MapCreateAttr, MapElemAttr};
 use crate::sys::bpf::{
@@ -455,7 +456,7 @@ impl BpfSampling {
     /// hits of `target` (every thread of a process, or every process).
     /// The sites' cookies must be consecutive from the first one's.
     /// Returns the layout of their records.
-    pub(crate) fn attach(
+    pub(crate) fn attach_sampled(
         &mut self,
         path: &Path,
         sites: &[SampledSite],
@@ -526,26 +527,48 @@ impl BpfSampling {
         }
         Ok(map)
     }
+}
 
-    /// The ring's descriptor, to wait on with `poll`.
-    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.ring_map.as_fd()
+impl Engine for BpfSampling {
+    /// One link for the sites (their indexes are the cookies).
+    fn attach(
+        &mut self,
+        path: &Path,
+        sites: &[SampleSite<'_>],
+        target: Target,
+    ) -> Result<(), crate::Error> {
+        let sampled: Vec<SampledSite> = sites
+            .iter()
+            .map(|s| SampledSite {
+                offset: s.uprobe.offset,
+                ref_ctr_offset: s.uprobe.ref_ctr_offset,
+                cookie: s.index as u64,
+                fetch: s.bpf,
+            })
+            .collect();
+        Ok(self.attach_sampled(path, &sampled, target)?)
     }
 
-    /// The ring's data size in bytes.
-    pub(crate) fn ring_bytes(&self) -> u64 {
-        self.ring.size()
-    }
-
-    /// Calls `each` with every record written so far, as a raw hit
-    /// (`None`: a record that could not be read).
-    pub(crate) fn drain(&mut self, mut each: impl FnMut(Option<RawHit<'_>>)) {
+    fn drain(&mut self, each: &mut dyn FnMut(Option<RawHit<'_>>)) {
         let BpfSampling { ring, sites, .. } = self;
         ring.drain(|record| each(raw_hit(sites, record)));
     }
 
+    /// The BPF program counts no hit it sampled.
+    fn counted(&self) -> Option<u64> {
+        None
+    }
+
+    fn poll_fds(&self) -> Vec<std::os::fd::RawFd> {
+        vec![self.ring_map.as_raw_fd()]
+    }
+
+    fn ring_bytes(&self) -> u64 {
+        self.ring.size()
+    }
+
     /// Hits not sampled because the ring was full.
-    pub(crate) fn lost(&self) -> u64 {
+    fn lost(&self) -> u64 {
         let mut values = vec![0u64; self.cpus];
         match per_cpu_values(self.lost.as_fd(), 0, &mut values, "reading the lost hits") {
             Ok(()) => values.iter().fold(0, |s, v| s.wrapping_add(*v)),

@@ -15,7 +15,7 @@ use super::{attach_error, open_uprobe, perf_event_open};
 use crate::cpus::online_cpus;
 use crate::elf::arg::{Arg, Operand};
 use crate::elf::note::Site;
-use crate::engine::{Target, Uprobe};
+use crate::engine::{Engine, SampleSite, Target, Uprobe};
 use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::perf::{
     self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
@@ -109,6 +109,7 @@ fn raw_hit<'a>(
 }
 
 /// What the perf engine needs to know of a site it samples.
+#[derive(Debug)]
 pub(crate) struct SiteSampling<'a> {
     pub(crate) args: &'a [Arg],
     /// Which arguments are string pointers.
@@ -130,6 +131,9 @@ pub(crate) struct PerfSampling {
     pub(crate) ring_pages: usize,
     /// Whether to read memory operands through fetch events.
     pub(crate) kernel_fetch: bool,
+    /// Events per CPU (else per thread, for a process).
+    per_cpu: bool,
+    features: KernelFeatures,
     fetch_plans: HashMap<(PathBuf, u64), Option<(u64, FetchPlan)>>,
     /// The site (the caller's index) of each event id.
     ids: HashMap<u64, usize>,
@@ -163,10 +167,17 @@ pub(crate) struct Mark {
 impl PerfSampling {
     /// Nothing attached yet; rings of `ring_pages` data pages per target,
     /// fetch events when `kernel_fetch`.
-    pub(crate) fn new(ring_pages: usize, kernel_fetch: bool) -> PerfSampling {
+    pub(crate) fn new(
+        ring_pages: usize,
+        kernel_fetch: bool,
+        per_cpu: bool,
+        features: KernelFeatures,
+    ) -> PerfSampling {
         PerfSampling {
             ring_pages,
             kernel_fetch,
+            per_cpu,
+            features,
             fetch_plans: HashMap::new(),
             ids: HashMap::new(),
             sites: HashMap::new(),
@@ -362,14 +373,9 @@ impl PerfSampling {
         Ok(())
     }
 
-    /// The descriptors to wait on, one per ring.
-    pub(crate) fn ring_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
-        self.slots.iter().map(|s| self.fds[s.owner].as_raw_fd())
-    }
-
     /// Calls `each` with every sample the rings hold, as a raw hit
     /// (`None`: a record that could not be read); counts the lost records.
-    pub(crate) fn drain(&mut self, mut each: impl FnMut(Option<RawHit<'_>>)) {
+    fn drain_raw(&mut self, each: &mut dyn FnMut(Option<RawHit<'_>>)) {
         let PerfSampling {
             slots,
             ids,
@@ -389,22 +395,68 @@ impl PerfSampling {
             });
         }
     }
+}
 
-    /// Every hit the events counted, sampled or not.
-    pub(crate) fn counted(&self) -> u64 {
-        self.fds
+impl Engine for PerfSampling {
+    fn attach(
+        &mut self,
+        path: &Path,
+        sites: &[SampleSite<'_>],
+        target: Target,
+    ) -> Result<(), Error> {
+        let Some(first) = sites.first() else {
+            return Ok(());
+        };
+        let cpus = match target {
+            Target::Pid(_) if !self.per_cpu => vec![-1],
+            _ => online_cpus(),
+        };
+        let mark = self.mark();
+        let features = self.features;
+        let result = sites
             .iter()
-            .map(|fd| perf::read_count(fd).unwrap_or(0))
-            .fold(0u64, u64::wrapping_add)
+            .try_for_each(|s| {
+                self.attach_site(
+                    &features, path, s.site, &s.uprobe, &s.perf, s.index, target, &cpus,
+                )
+                .map(drop)
+            })
+            .and_then(|()| {
+                self.enable_since(mark).map_err(|source| Error::Syscall {
+                    what: format!("enabling the uprobes of {}", path.display()),
+                    source,
+                })
+            });
+        if result.is_err() {
+            self.roll_back(mark, first.index);
+        }
+        result
+    }
+
+    fn drain(&mut self, each: &mut dyn FnMut(Option<RawHit<'_>>)) {
+        self.drain_raw(each);
     }
 
     /// The samples the kernel said it lost (`PERF_RECORD_LOST`).
-    pub(crate) fn lost(&self) -> u64 {
+    fn lost(&self) -> u64 {
         self.lost
     }
 
-    /// The size in bytes of each ring buffer's data area.
-    pub(crate) fn ring_bytes(&self) -> u64 {
+    /// Every hit the events counted, sampled or not.
+    fn counted(&self) -> Option<u64> {
+        let counts = self.fds.iter().map(|fd| perf::read_count(fd).unwrap_or(0));
+        Some(counts.fold(0u64, u64::wrapping_add))
+    }
+
+    /// One per ring.
+    fn poll_fds(&self) -> Vec<RawFd> {
+        self.slots
+            .iter()
+            .map(|s| self.fds[s.owner].as_raw_fd())
+            .collect()
+    }
+
+    fn ring_bytes(&self) -> u64 {
         self.slots.first().map_or(0, |s| s.ring.data_size())
     }
 }
