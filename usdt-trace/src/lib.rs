@@ -70,6 +70,7 @@ mod sample;
 mod selftest;
 mod session;
 mod sys;
+mod typed;
 
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use command::{resolve_program, ExitStatus, PausedCommand};
@@ -83,7 +84,7 @@ pub use elf::note::{
 };
 pub use elf::signature::{
     parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
-    TypedArgs, TypedValue, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
+    BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
 pub use engine::bpf;
 pub use engine::perf::counter::{AttachedSite, PerfCounter};
@@ -103,5 +104,6 @@ pub use sample::{
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
 pub use session::{NewObject, Notice, Objects, Session};
 pub use sys::SyscallError;
+pub use typed::{TypedArgs, TypedValue};
 pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};
