@@ -89,7 +89,7 @@ impl std::str::FromStr for AttachPoint {
 /// Whose hits a uprobe counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
-    /// One process (and, with [`PerfCounter::inherit`], the children it starts
+    /// One process (and, with [`PerfCounter::inherit`](crate::PerfCounter::inherit), the children it starts
     /// after attaching).
     Pid(u32),
     /// Every process that runs the file, one event per CPU.
