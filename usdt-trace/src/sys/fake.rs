@@ -110,6 +110,54 @@ mod tests {
     }
 
     #[test]
+    fn auto_reports_both_engines_when_both_fail() {
+        let site = site();
+        let files = [(std::path::PathBuf::from("/bin/app"), vec![&site])];
+        let picked = crate::Picked {
+            bpf: true,
+            auto: true,
+            fallback: None,
+        };
+        let e = with(
+            |call| match call {
+                Syscall::Bpf { .. } => Some(Err(libc::ENOSYS)),
+                Syscall::PerfEventOpen { .. } => Some(Err(libc::EACCES)),
+                _ => None,
+            },
+            || {
+                crate::Counter::attach(&picked, &files, AttachPoint::Nop, Target::Pid(7), &|| false)
+                    .unwrap_err()
+            },
+        );
+        match e {
+            Error::BothEngines { bpf, perf } => {
+                assert!(matches!(bpf, crate::bpf::BpfError::Unsupported));
+                assert!(
+                    matches!(*perf, Error::NotPermitted(_) | Error::NoUprobePmu),
+                    "{perf}"
+                );
+            }
+            e => panic!("{e}"),
+        }
+        // Asked for by the caller, BPF is not replaced.
+        let asked = crate::Picked {
+            auto: false,
+            ..picked
+        };
+        let e = with(
+            |call| matches!(call, Syscall::Bpf { .. }).then_some(Err(libc::ENOSYS)),
+            || {
+                crate::Counter::attach(&asked, &files, AttachPoint::Nop, Target::Pid(7), &|| false)
+                    .unwrap_err()
+            },
+        );
+        assert!(
+            matches!(e, Error::Bpf(crate::bpf::BpfError::Unsupported)),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_failed_fork_names_the_call() {
         let e = with(
             |call| matches!(call, Syscall::Fork).then_some(Err(libc::EAGAIN)),
