@@ -27,6 +27,12 @@
 //!   (`id=1 path="/index.html"`); [`bpftrace_program`] writes a bpftrace
 //!   program that prints hits the same way.
 //! - Starting a command with uprobes already in place: [`PausedCommand`].
+//! - Targets: a [`Session`] owns a command, a pid or every process of a
+//!   file, finds their objects, follows new threads and libraries, and
+//!   says what it skipped ([`Notice`]).
+//! - Engines: [`EngineChoice`] (auto, perf, BPF) is decided here, not by
+//!   callers; [`Counter`] counts with the engine picked, and when Auto's
+//!   BPF attach proves unsupported and perf fails too the error says both.
 //! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
 //!   thread, time and a stack copy per hit, into a perf ring buffer) and
 //!   decodes each hit's arguments into a [`Hit`] of [`Value`]s; lost samples
