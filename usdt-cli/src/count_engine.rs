@@ -1,13 +1,11 @@
-//! What `usdt count` counts and `usdt trace` samples with: one BPF
-//! uprobe_multi link per file (every thread of a process, or every process
-//! running a file), or, where the kernel lacks those links or when asked,
-//! perf events per site.
+//! The user's engine choice for `usdt count` and `usdt trace`: `--engine`
+//! or an environment variable, passed to the library, which picks (see
+//! [`usdt_trace::EngineChoice`]); here only the one-line notice when `auto`
+//! falls back on perf.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use usdt_trace::{EngineChoice, Machine, Picked, Target};
 
-use usdt_trace::bpf::{uprobe_multi_support, ProbeCounter, UprobeMulti};
-use usdt_trace::{AttachPoint, Error, PerfCounter, Site, Target};
+use crate::error::CliError;
 
 /// The environment variable that chooses `count`'s engine when `--engine`
 /// is not given.
@@ -30,22 +28,29 @@ pub(crate) enum Engine {
 }
 
 impl std::str::FromStr for Engine {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Engine, Error> {
-        match s {
-            "auto" => Ok(Engine::Auto),
-            "bpf" => Ok(Engine::Bpf),
-            "perf" => Ok(Engine::Perf),
-            _ => Err(Error::Invalid(format!(
-                "the engine is auto, bpf or perf, not \"{s}\""
-            ))),
+    type Err = CliError;
+    fn from_str(s: &str) -> Result<Engine, CliError> {
+        match s.parse::<EngineChoice>()? {
+            EngineChoice::Auto => Ok(Engine::Auto),
+            EngineChoice::Bpf => Ok(Engine::Bpf),
+            EngineChoice::Perf => Ok(Engine::Perf),
+        }
+    }
+}
+
+impl From<Engine> for EngineChoice {
+    fn from(e: Engine) -> EngineChoice {
+        match e {
+            Engine::Auto => EngineChoice::Auto,
+            Engine::Bpf => EngineChoice::Bpf,
+            Engine::Perf => EngineChoice::Perf,
         }
     }
 }
 
 impl Engine {
     /// `--engine` if given, else the environment variable `env`, else auto.
-    pub(crate) fn chosen(option: Option<Engine>, env: &str) -> Result<Engine, Error> {
+    pub(crate) fn chosen(option: Option<Engine>, env: &str) -> Result<Engine, CliError> {
         match (option, std::env::var(env)) {
             (Some(e), _) => Ok(e),
             (None, Ok(v)) if !v.is_empty() => v.parse(),
@@ -53,103 +58,33 @@ impl Engine {
         }
     }
 
-    /// Whether to sample with BPF (`usdt trace`, which traces one process);
-    /// says in one line why not when falling back.
-    pub(crate) fn samples_with_bpf(self) -> bool {
-        self.picks_bpf(
-            |support| *support == UprobeMulti::Process && cfg!(target_arch = "x86_64"),
+    /// The engine that samples files of `machines` (`usdt trace`, which
+    /// traces one process); says in one line why not BPF when falling back.
+    pub(crate) fn for_sampling(self, machines: &[Machine]) -> Picked {
+        noticed(
+            EngineChoice::from(self).for_sampling(machines),
             "sampling with one perf event per site and thread (threads are found as they appear)",
         )
     }
 
-    /// Whether to count with BPF for `target`; says in one line why not
-    /// when falling back.
-    fn uses_bpf(self, target: Target) -> bool {
+    /// The engine that counts `target`; says in one line why not BPF when
+    /// falling back.
+    pub(crate) fn for_counting(self, target: Target) -> Picked {
         let who = match target {
             Target::Pid(_) => "the main thread only",
             Target::AllProcesses => "one event per CPU",
         };
-        self.picks_bpf(
-            |support| match target {
-                Target::Pid(_) => *support == UprobeMulti::Process,
-                Target::AllProcesses => {
-                    matches!(support, UprobeMulti::Process | UprobeMulti::ThreadOnly)
-                }
-            },
+        noticed(
+            EngineChoice::from(self).for_counting(target),
             &format!("counting with one perf event per site ({who})"),
         )
     }
-
-    /// BPF for `bpf`, perf for `perf`; for `auto`, BPF where this kernel's
-    /// uprobe_multi support `fits`, else perf, saying so in one line ending
-    /// in `fallback`.
-    fn picks_bpf(self, fits: impl FnOnce(&UprobeMulti) -> bool, fallback: &str) -> bool {
-        match self {
-            Engine::Bpf => true,
-            Engine::Perf => false,
-            Engine::Auto => {
-                let support = uprobe_multi_support();
-                let fits = fits(&support);
-                // Unknown (such as without privilege, where perf fails too
-                // and says why): no notice.
-                if !fits && !matches!(support, UprobeMulti::Unknown(_)) {
-                    eprintln!("usdt: BPF uprobe_multi links: {support}; {fallback}");
-                }
-                fits
-            }
-        }
-    }
 }
 
-/// The counts of either engine.
-pub(crate) enum Counter {
-    /// One uprobe_multi link per file.
-    Bpf(ProbeCounter),
-    /// One perf event per site.
-    Perf(PerfCounter),
-}
-
-impl Counter {
-    /// Attaches the given sites of each file at `point`, counting `target`;
-    /// `None` when `interrupted` says a signal came meanwhile (what was
-    /// attached is detached again). Every site starts counting at the same
-    /// moment: one link per file, or perf counters created disabled and
-    /// enabled together once all are attached.
-    pub(crate) fn attach(
-        engine: Engine,
-        files: &[(PathBuf, Vec<&Site>)],
-        point: AttachPoint,
-        target: Target,
-        interrupted: &dyn Fn() -> Option<i32>,
-    ) -> Result<Option<Counter>, Error> {
-        if interrupted().is_some() {
-            return Ok(None);
-        }
-        if engine.uses_bpf(target) {
-            let counter = ProbeCounter::attach(files, point, target)?;
-            return Ok(interrupted().is_none().then_some(Counter::Bpf(counter)));
-        }
-        let mut tracer = PerfCounter::new(point).enable_later(true);
-        for (path, sites) in files {
-            for site in sites {
-                if interrupted().is_some() {
-                    return Ok(None);
-                }
-                tracer.attach(path, [*site], target)?;
-            }
-        }
-        if interrupted().is_some() {
-            return Ok(None);
-        }
-        tracer.enable()?;
-        Ok(Some(Counter::Perf(tracer)))
+/// `picked`, after saying why `auto` did not pick BPF, if it did not.
+fn noticed(picked: Picked, fallback: &str) -> Picked {
+    if let Some(support) = &picked.fallback {
+        eprintln!("usdt: BPF uprobe_multi links: {support}; {fallback}");
     }
-
-    /// Hits per probe (`provider:name`).
-    pub(crate) fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
-        match self {
-            Counter::Bpf(c) => c.probe_counts(),
-            Counter::Perf(t) => t.probe_counts(),
-        }
-    }
+    picked
 }

@@ -2,31 +2,34 @@
 //! trace them with their arguments, write a bpftrace program that prints
 //! them, and say what the kernel can do for them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod args;
 mod closest;
+mod count_cmd;
 mod count_engine;
+mod error;
 mod trace_cmd;
 mod typed;
 
 use args::{Cli, Command, CountArgs, FeaturesArgs, ListArgs, TraceArgs};
 use closest::closest;
-use count_engine::{Counter, Engine};
+use count_engine::Engine;
+use error::CliError;
 
 use usdt_trace::bpf::UprobeMulti;
 use usdt_trace::{
     auto_delta, auto_delta_here, caps, escape, escape_name, fork_safe, fork_test, glob_match,
-    process_alive, read_file_fork_guard, read_file_probes, read_process, read_semaphore,
-    resolve_program, shared_libraries, tracer_features, AttachPoint, Caps, ElfProbes, Error,
-    ExitStatus, KernelFeatures, OptimizedFork, PausedCommand, Site, SiteLayout, Target,
-    UprobeSyscall, FORK_TEST_CACHE, SPEED_TEST_CACHE,
+    read_file_fork_guard, read_file_probes, read_process, read_semaphore, tracer_features,
+    AttachPoint, Caps, ElfProbes, Error, ExitStatus, KernelFeatures, Notice, Objects,
+    OptimizedFork, PausedCommand, Session, Site, SiteLayout, Target, UprobeSyscall,
+    FORK_TEST_CACHE, SPEED_TEST_CACHE,
 };
 
 /// The exit status after stdout was closed, as if SIGPIPE had ended us.
@@ -46,7 +49,7 @@ fn main() -> ExitCode {
     };
     let code = match run(cli.command) {
         Ok(code) => code,
-        Err(e) if is_broken_pipe(&e) => BROKEN_PIPE,
+        Err(e) if e.is_broken_pipe() => BROKEN_PIPE,
         Err(e) => {
             // Names from binaries may be in the message: no raw control
             // characters to the terminal.
@@ -59,16 +62,9 @@ fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-fn is_broken_pipe(e: &Error) -> bool {
-    matches!(e, Error::Os { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
-}
-
 /// A failed write to stdout, as an error (`BrokenPipe` ends quietly).
-fn write_error(source: std::io::Error) -> Error {
-    Error::Os {
-        what: "writing the output".into(),
-        source,
-    }
+fn write_error(source: std::io::Error) -> CliError {
+    CliError::Output(source)
 }
 
 /// `println!` that returns an error instead of panicking when stdout is closed.
@@ -78,17 +74,17 @@ macro_rules! out {
     };
 }
 
-fn run(command: Command) -> Result<i32, Error> {
+fn run(command: Command) -> Result<i32, CliError> {
     match command {
         Command::Features(args) => features(args),
         Command::List(args) => list(args),
-        Command::Count(args) => count(args),
+        Command::Count(args) => count_cmd::count(args),
         Command::Trace(args) => trace_cmd::trace(args),
         Command::Bpftrace(args) => typed::bpftrace(args),
     }
 }
 
-fn features(args: FeaturesArgs) -> Result<i32, Error> {
+fn features(args: FeaturesArgs) -> Result<i32, CliError> {
     let caps = caps();
     if args.json {
         out!("{}", features_json(caps));
@@ -358,14 +354,16 @@ impl From<TraceArgs> for Opts {
     }
 }
 
-fn list(args: ListArgs) -> Result<i32, Error> {
+fn list(args: ListArgs) -> Result<i32, CliError> {
     match (args.pid, args.binary) {
         (Some(pid), _) => list_process(pid, args.sites),
         (None, Some(binary)) => {
             let binary = binary.as_str();
             let probes = read_probes_of(Path::new(binary))?;
             if probes.sites.is_empty() {
-                return Err(Error::Invalid(format!("{} has no probes", escape(binary))));
+                return Err(CliError::NoProbes {
+                    what: escape(binary).into_owned(),
+                });
             }
             let sigs = typed::signatures([Path::new(binary)]);
             let guarded = read_file_fork_guard(binary).unwrap_or(false);
@@ -378,7 +376,7 @@ fn list(args: ListArgs) -> Result<i32, Error> {
 }
 
 /// A table per mapped object with probes, with semaphore values.
-fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
+fn list_process(pid: u32, with_sites: bool) -> Result<i32, CliError> {
     let mut any = false;
     for object in read_process(pid)? {
         let path = escape(&object.path.to_string_lossy()).into_owned();
@@ -408,9 +406,7 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, Error> {
         )?;
     }
     if !any {
-        return Err(Error::Invalid(format!(
-            "process {pid} maps no file with probes"
-        )));
+        return Err(CliError::NoProcessProbes { pid });
     }
     Ok(0)
 }
@@ -426,7 +422,7 @@ fn print_table(
     guarded: bool,
     with_sites: bool,
     semaphore_value: &dyn Fn(u64) -> Option<u16>,
-) -> Result<(), Error> {
+) -> Result<(), CliError> {
     let mut probes: BTreeMap<String, Vec<&Site>> = BTreeMap::new();
     for site in sites {
         probes
@@ -528,121 +524,14 @@ pub(crate) fn raise_fd_limit() {
     }
 }
 
-fn count(args: CountArgs) -> Result<i32, Error> {
-    catch_signals();
-    let opts = Opts::from(args);
-    raise_fd_limit();
-    // clap lets exactly one of -p, --all and COMMAND through.
-    match (opts.pid, &opts.all) {
-        (Some(pid), _) => count_process(pid, &opts),
-        (None, Some(binary)) => count_all(binary, &opts),
-        (None, None) => count_command(&opts),
-    }
-}
-
-/// Files and their sites, as found for a process or a command.
-pub(crate) type Objects = Vec<(PathBuf, Vec<Site>)>;
-
-/// The objects of a process with their sites (saying in one line which
-/// cannot be read, and which notes are skipped).
-pub(crate) fn process_objects(pid: u32) -> Result<Objects, Error> {
-    Ok(read_process(pid)?
-        .into_iter()
-        .filter_map(|o| match o.probes {
-            Ok(probes) => {
-                warn_skipped(&o.path, &probes);
-                Some((o.open_path, probes.sites))
-            }
-            Err(e) => {
-                not_attached(&o.path, &e);
-                None
-            }
-        })
-        .collect())
-}
-
-/// Attaches to a running process until it exits, the duration ends or a
-/// signal.
-fn count_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
-    let objects = process_objects(pid)?;
-    let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
-    warn_next(opts.attach, &objects, &opts.operands);
-    let engine = Engine::chosen(opts.engine, count_engine::ENGINE_ENV)?;
-    let Some(counter) = attach(engine, &objects, opts, Target::Pid(pid))? else {
-        return Ok(interrupted().map_or(130, |sig| 128 + sig));
-    };
-    let mut counter = Counting::new(counter, engine, opts, pid, &objects);
-    // Only now is every site counting (the kernel raises semaphores a little
-    // earlier, while it registers the uprobes).
-    eprintln!("usdt: counting {matched} sites of process {pid}; Ctrl-C prints the counts");
-    let end = opts.duration.map(|d| Instant::now() + d);
-    watch(&mut counter, opts.interval, || {
-        Ok(process_alive(pid) && end.is_none_or(|end| Instant::now() < end))
-    })?;
-    Ok(interrupted().map_or(0, |sig| 128 + sig))
-}
-
-/// Counts every process that runs (or maps) `binary` until a signal or the
-/// duration ends.
-fn count_all(binary: &Path, opts: &Opts) -> Result<i32, Error> {
-    let path = absolute(binary);
-    let objects: Objects = vec![(path.clone(), read_probes_of(&path)?.sites)];
-    let name = escape(&path.to_string_lossy()).into_owned();
-    let matched = select(&objects, &opts.operands, &name)?;
-    warn_next(opts.attach, &objects, &opts.operands);
-    let engine = Engine::chosen(opts.engine, count_engine::ENGINE_ENV)?;
-    let Some(counter) = attach(engine, &objects, opts, Target::AllProcesses)? else {
-        return Ok(interrupted().map_or(130, |sig| 128 + sig));
-    };
-    // Every process of the file is counted already: nothing to watch.
-    let mut counter = Counting::fixed(counter);
-    eprintln!(
-        "usdt: counting {matched} sites in every process of {name}; Ctrl-C prints the counts"
-    );
-    let end = opts.duration.map(|d| Instant::now() + d);
-    watch(&mut counter, opts.interval, || {
-        Ok(end.is_none_or(|end| Instant::now() < end))
-    })?;
-    Ok(interrupted().map_or(0, |sig| 128 + sig))
-}
-
-/// Starts a command with the uprobes in place; returns its exit code.
-fn count_command(opts: &Opts) -> Result<i32, Error> {
-    let command = command_objects(&opts.command[0])?;
-    select(&command.objects, &opts.operands, &command.name())?;
-    warn_next(opts.attach, &command.objects, &opts.operands);
-    let engine = Engine::chosen(opts.engine, count_engine::ENGINE_ENV)?;
-    let mut child = command.spawn(&opts.command)?;
-    let counter = match attach(engine, &command.objects, opts, Target::Pid(child.pid())) {
-        Ok(Some(counter)) => counter,
-        Ok(None) => {
-            child.kill();
-            return Ok(interrupted().map_or(130, |sig| 128 + sig));
-        }
-        Err(e) => {
-            child.kill();
-            return Err(e);
-        }
-    };
-    let mut counter = Counting::new(counter, engine, opts, child.pid(), &command.objects);
-    child.start()?;
-    let mut status = None;
-    let watched = watch(&mut counter, opts.interval, || {
-        status = child.try_wait()?;
-        Ok(status.is_none())
-    });
-    drop(counter);
-    finish_command(&mut child, status, watched)
-}
-
 /// After detaching from a command: its exit code, or 128 + the signal that
 /// stopped us (passed on to the command), or the pipe status when stdout
 /// was closed (the command then runs to its end, untraced).
 pub(crate) fn finish_command(
     child: &mut PausedCommand,
     status: Option<ExitStatus>,
-    watched: Result<(), Error>,
-) -> Result<i32, Error> {
+    watched: Result<(), CliError>,
+) -> Result<i32, CliError> {
     if let Some(status) = status {
         watched?;
         return Ok(status.shell_code());
@@ -652,7 +541,7 @@ pub(crate) fn finish_command(
         return Ok(128 + sig);
     }
     match watched {
-        Err(e) if is_broken_pipe(&e) => {
+        Err(e) if e.is_broken_pipe() => {
             let _ = child.wait();
             Ok(BROKEN_PIPE)
         }
@@ -686,73 +575,13 @@ pub(crate) fn warn_next(point: AttachPoint, objects: &Objects, globs: &[String])
     }
 }
 
-/// Attaches to the sites that match the globs with `engine`: `None` when a
-/// signal stopped it (what was attached is detached again).
-fn attach(
-    engine: Engine,
-    objects: &Objects,
-    opts: &Opts,
-    target: Target,
-) -> Result<Option<Counter>, Error> {
-    let files: Vec<(PathBuf, Vec<&Site>)> = objects
-        .iter()
-        .map(|(path, sites)| {
-            let matched = sites.iter().filter(|s| matches(&opts.operands, s));
-            (path.clone(), matched.collect())
-        })
-        .collect();
-    match Counter::attach(engine, &files, opts.attach, target, &|| interrupted()) {
-        // Ctrl-C reaches the paused command too: it is gone because of the
-        // signal, not a failure of ours.
-        Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(None),
-        other => other,
-    }
-}
-
-/// The program a command runs and the sites of it and of the shared
-/// libraries it will load.
-pub(crate) struct CommandObjects {
-    /// The program as found in PATH (not canonicalized): what is executed.
-    pub(crate) exec_path: PathBuf,
-    pub(crate) objects: Objects,
-}
-
-impl CommandObjects {
-    pub(crate) fn name(&self) -> String {
-        escape(&self.exec_path.to_string_lossy()).into_owned()
-    }
-
-    /// Forks the command, paused, with argv\[0\] as the user wrote it.
-    pub(crate) fn spawn(&self, command: &[OsString]) -> Result<PausedCommand, Error> {
-        PausedCommand::spawn_as(&self.exec_path, &command[0], &command[1..])
-    }
-}
-
-/// The program a command runs, and the sites of the program and of the
-/// shared libraries it will load.
-pub(crate) fn command_objects(command: &OsString) -> Result<CommandObjects, Error> {
-    let exec_path = resolve_program(Path::new(command))?;
-    let program = absolute(&exec_path);
-    let mut objects: Objects = vec![(program.clone(), read_probes_of(&program)?.sites)];
-    for lib in shared_libraries(&program) {
-        match read_file_probes(&lib) {
-            Ok(probes) => {
-                warn_skipped(&lib, &probes);
-                objects.push((lib, probes.sites));
-            }
-            Err(e) => not_attached(&lib, &e),
-        }
-    }
-    Ok(CommandObjects { exec_path, objects })
-}
-
 /// The probes of a file, with errors that name it.
-fn read_probes_of(path: &Path) -> Result<ElfProbes, Error> {
+fn read_probes_of(path: &Path) -> Result<ElfProbes, CliError> {
     let name = escape(&path.to_string_lossy()).into_owned();
     let probes = read_file_probes(path).map_err(|e| match e {
-        Error::Io { .. } => e,
-        Error::NotElf => Error::Invalid(format!("{name} is not an ELF file")),
-        e => Error::Invalid(format!("{name}: {e}")),
+        Error::Io { .. } => CliError::Trace(e),
+        Error::NotElf => CliError::NotElf { name },
+        e => CliError::Read { name, source: e },
     })?;
     warn_skipped(path, &probes);
     Ok(probes)
@@ -770,18 +599,12 @@ fn warn_skipped(path: &Path, probes: &ElfProbes) {
 }
 
 /// One line for a file whose probes cannot be read: never skipped in silence.
-pub(crate) fn not_attached(path: &Path, e: &Error) {
+pub(crate) fn not_attached(path: &Path, e: &dyn std::fmt::Display) {
     eprintln!(
         "usdt: {}: {}; its probes are not attached",
         escape(&path.to_string_lossy()),
         escape(&e.to_string())
     );
-}
-
-/// The file to read and attach to: symlinks resolved (the kernel attaches
-/// to the file itself).
-fn absolute(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.into())
 }
 
 pub(crate) fn matches(globs: &[String], site: &Site) -> bool {
@@ -791,7 +614,7 @@ pub(crate) fn matches(globs: &[String], site: &Site) -> bool {
 
 /// How many sites match the globs; an error if none (with the closest names)
 /// or if there are no probes at all.
-pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<usize, Error> {
+pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<usize, CliError> {
     let sites = || objects.iter().flat_map(|(_, sites)| sites);
     let matched = sites().filter(|s| matches(globs, s)).count();
     if matched > 0 {
@@ -799,200 +622,71 @@ pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<
     }
     let mut names: Vec<String> = sites().map(Site::probe).collect();
     if names.is_empty() {
-        return Err(Error::Invalid(format!("{what} has no probes")));
+        return Err(CliError::NoProbes { what: what.into() });
     }
     names.sort();
     names.dedup();
     let near = closest(&globs.join(" "), names.iter().map(String::as_str), 3);
     let near: Vec<String> = near.iter().map(|n| escape_name(n).into_owned()).collect();
     let globs = globs.join(" ");
-    Err(Error::Invalid(format!(
-        "no probe of {what} matches {globs}; the closest are {}",
-        near.join(", ")
-    )))
+    Err(CliError::NoMatch {
+        what: what.into(),
+        globs,
+        closest: near,
+    })
 }
 
-/// The counters of one `count` run: those attached at the start, and one
-/// more for each object with matching probes that the process maps later
-/// (a library it loads with `dlopen`), found by watching its mappings.
-struct Counting {
-    parts: Vec<Counter>,
-    /// What to watch: the process, and how to attach.
-    watched: Option<Watched>,
-}
-
-struct Watched {
-    engine: Engine,
-    point: AttachPoint,
-    globs: Vec<String>,
-    maps: MapsWatch,
-}
-
-/// How often a traced process's mappings are read for new objects.
-const MAPS_POLL: Duration = Duration::from_millis(100);
-
-/// The files a process maps, read every [`MAPS_POLL`] for those not seen
-/// before: a library it loads with `dlopen` after the tracer attached.
-pub(crate) struct MapsWatch {
-    pid: u32,
-    /// The inodes of the files already looked at.
-    seen: BTreeSet<u64>,
-    next_poll: Instant,
-}
-
-impl MapsWatch {
-    /// Watches `pid`, whose `objects` are attached already.
-    pub(crate) fn new(pid: u32, objects: &Objects) -> MapsWatch {
-        use std::os::unix::fs::MetadataExt;
-        let seen = objects
-            .iter()
-            .filter_map(|(path, _)| std::fs::metadata(path).ok())
-            .map(|m| m.ino())
-            .collect();
-        MapsWatch {
-            pid,
-            seen,
-            next_poll: Instant::now(),
-        }
+/// Opens the session for `-p PID`, `--all BINARY` or the command, and
+/// says what it skipped.
+pub(crate) fn open_session(opts: &Opts) -> Result<Session, CliError> {
+    let session = match (opts.pid, &opts.all) {
+        (Some(pid), _) => Session::process(pid),
+        (None, Some(binary)) => Session::binary(binary),
+        (None, None) => Session::command(&opts.command),
     }
+    .map_err(file_error)?;
+    let mut session = session
+        .globs(&opts.operands)
+        .cancel_when(|| interrupted().is_some());
+    print_notices(&mut session);
+    Ok(session)
+}
 
-    /// The files mapped since the last look (none until [`MAPS_POLL`] has
-    /// passed) that have sites `globs` match: the path to open, the path
-    /// the process maps, and those sites. One line for each file that
-    /// cannot be read.
-    pub(crate) fn new_objects(&mut self, globs: &[String]) -> Vec<(PathBuf, String, Vec<Site>)> {
-        if Instant::now() < self.next_poll {
-            return vec![];
-        }
-        self.next_poll = Instant::now() + MAPS_POLL;
-        let Ok(maps) = usdt_trace::read_maps(self.pid) else {
-            return vec![]; // gone: the caller notices
-        };
-        let mut found = vec![];
-        for m in maps {
-            if m.inode == 0 || !m.path.starts_with('/') || !self.seen.insert(m.inode) {
-                continue;
-            }
-            let open_path = PathBuf::from(format!("/proc/{}/root{}", self.pid, m.path));
-            let probes = match read_file_probes(&open_path) {
-                Ok(p) => p,
-                Err(Error::NotElf) => continue,
-                Err(Error::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::InvalidInput =>
-                {
-                    continue
-                }
-                Err(e) => {
-                    not_attached(Path::new(&m.path), &e);
-                    continue;
-                }
-            };
-            warn_skipped(Path::new(&m.path), &probes);
-            let sites: Vec<Site> = probes
-                .sites
-                .into_iter()
-                .filter(|s| matches(globs, s))
-                .collect();
-            if !sites.is_empty() {
-                found.push((open_path, m.path, sites));
+/// A file's error, named as `list` names it.
+fn file_error(e: Error) -> CliError {
+    match e {
+        Error::File { path, source } => {
+            let name = escape(&path.to_string_lossy()).into_owned();
+            match *source {
+                Error::NotElf => CliError::NotElf { name },
+                e => CliError::Read { name, source: e },
             }
         }
-        found
+        e => CliError::Trace(e),
     }
 }
 
-impl Counting {
-    /// Counts `pid` with `counter`, watching for objects beyond `objects`.
-    fn new(counter: Counter, engine: Engine, opts: &Opts, pid: u32, objects: &Objects) -> Counting {
-        Counting {
-            parts: vec![counter],
-            watched: Some(Watched {
-                engine,
-                point: opts.attach,
-                globs: opts.operands.clone(),
-                maps: MapsWatch::new(pid, objects),
-            }),
-        }
-    }
-
-    /// Counts with `counter` alone.
-    fn fixed(counter: Counter) -> Counting {
-        Counting {
-            parts: vec![counter],
-            watched: None,
-        }
-    }
-
-    /// Attaches to the objects with matching probes that the process has
-    /// mapped since the last look, saying so in one line each.
-    fn poll(&mut self) {
-        let Some(w) = &mut self.watched else {
-            return;
-        };
-        for (open_path, mapped, sites) in w.maps.new_objects(&w.globs) {
-            let shown = escape(&mapped);
-            let files = [(open_path, sites.iter().collect::<Vec<&Site>>())];
-            let pid = w.maps.pid;
-            match Counter::attach(w.engine, &files, w.point, Target::Pid(pid), &|| {
-                interrupted()
-            }) {
-                Ok(Some(counter)) => {
-                    eprintln!(
-                        "usdt: {shown} was mapped after the start: counting its {} sites",
-                        sites.len()
-                    );
-                    self.parts.push(counter);
-                }
-                Ok(None) => return,
-                Err(e) => not_attached(Path::new(&mapped), &e),
-            }
-        }
-    }
-
-    /// Hits per probe over every part.
-    fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
-        let mut counts = BTreeMap::new();
-        for part in &self.parts {
-            for (probe, n) in part.probe_counts()? {
-                *counts.entry(probe).or_insert(0) += n;
-            }
-        }
-        Ok(counts)
+/// What the session traces, for messages: `process PID`, the command's
+/// program or the file.
+pub(crate) fn session_name(session: &Session) -> String {
+    match (session.exec_path(), session.binary_path(), session.target()) {
+        (Some(path), _, _) | (None, Some(path), _) => escape(&path.to_string_lossy()).into_owned(),
+        (None, None, Target::Pid(pid)) => format!("process {pid}"),
+        (None, None, Target::AllProcesses) => String::new(),
     }
 }
 
-/// Prints counts every `interval` and once more when `running` says the
-/// target is gone or on a signal; meanwhile attaches to objects the process
-/// maps later.
-fn watch(
-    counter: &mut Counting,
-    interval: Option<Duration>,
-    mut running: impl FnMut() -> Result<bool, Error>,
-) -> Result<(), Error> {
-    let mut next = interval.map(|i| Instant::now() + i);
-    while interrupted().is_none() && running()? {
-        counter.poll();
-        std::thread::sleep(Duration::from_millis(20));
-        if let (Some(at), Some(i)) = (next, interval) {
-            if Instant::now() >= at {
-                print_counts(counter)?;
-                out!();
-                next = Some(at + i);
-            }
+/// One line per file that could not be read and per note skipped.
+pub(crate) fn print_notices(session: &mut Session) {
+    for notice in session.take_notices() {
+        match notice {
+            Notice::Skipped { path, note } => eprintln!(
+                "usdt: {}: {}",
+                escape(&path.to_string_lossy()),
+                escape(&note.to_string())
+            ),
+            Notice::Unreadable { path, error } => not_attached(&path, &error),
+            _ => {}
         }
     }
-    print_counts(counter)
-}
-
-/// `provider:name count` per probe, names escaped.
-fn print_counts(counter: &Counting) -> Result<(), Error> {
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    for (probe, n) in counter.probe_counts()? {
-        *counts.entry(escape_name(&probe).into_owned()).or_insert(0) += n;
-    }
-    let mut out = std::io::stdout().lock();
-    for (probe, n) in counts {
-        writeln!(out, "{probe} {n}").map_err(write_error)?;
-    }
-    out.flush().map_err(write_error)
 }

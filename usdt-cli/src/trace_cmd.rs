@@ -6,40 +6,65 @@ use std::time::Duration;
 use std::path::Path;
 
 use usdt_trace::{
-    escape, escape_name, process_alive, process_threads, Error, Hit, Sampler, Signatures, Site,
-    Target, Value,
+    escape, escape_name, process_alive, process_threads, Error, Hit, Machine, Objects, Sampler,
+    Session, Signatures, Site, Target, Value,
 };
 
 use crate::args::TraceArgs;
 use crate::count_engine::{Engine, TRACE_ENGINE_ENV};
+use crate::error::CliError;
 use crate::{
-    catch_signals, command_objects, finish_command, interrupted, matches, not_attached,
-    process_objects, raise_fd_limit, select, typed, warn_next, MapsWatch, Objects, Opts,
-    BROKEN_PIPE,
+    catch_signals, finish_command, interrupted, matches, not_attached, open_session, print_notices,
+    raise_fd_limit, select, session_name, typed, warn_next, Opts, BROKEN_PIPE,
 };
 
-pub(crate) fn trace(args: TraceArgs) -> Result<i32, Error> {
+pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     catch_signals();
     let opts = Opts::from(args);
     // clap lets exactly one of -p and COMMAND through.
-    match opts.pid {
-        Some(pid) => trace_process(pid, &opts),
-        None => trace_command(&opts),
+    let mut session = open_session(&opts)?;
+    let what = session_name(&session);
+    let matched = select(session.objects(), &opts.operands, &what)?;
+    check_strings(session.objects(), &opts)?;
+    warn_next(opts.attach, session.objects(), &opts.operands);
+    let command = session.exec_path().is_some();
+    if command {
+        session.spawn()?;
     }
+    let bpf = use_bpf(&opts, session.machines())?;
+    if !bpf {
+        raise_fd_limit();
+    }
+    let mut tracing = Tracing::new(&opts, session, bpf);
+    if let Some(sig) = tracing.attach()? {
+        // A command not started is killed with the session.
+        return Ok(128 + sig);
+    }
+    if command {
+        return trace_command(tracing);
+    }
+    let pid = tracing.pid;
+    let threads = process_threads(pid).map_or(0, |t| t.len());
+    eprintln!("usdt: tracing {matched} sites of process {pid} ({threads} threads); Ctrl-C stops");
+    tracing.follow(|_| Ok(process_alive(pid)))?;
+    if tracing.out.broken {
+        return Ok(BROKEN_PIPE);
+    }
+    Ok(interrupted().map_or(0, |sig| 128 + sig))
 }
 
 /// Whether to sample with BPF: `--engine`, else `$USDT_TRACE_ENGINE`, else
-/// BPF where the kernel has it (and not with `--no-kernel-fetch`, which asks for
-/// perf's stack copies).
-fn use_bpf(opts: &Opts) -> Result<bool, Error> {
+/// BPF where the kernel and the files' machines have it (and not with
+/// `--no-kernel-fetch`, which asks for perf's stack copies).
+fn use_bpf(opts: &Opts, machines: &[Machine]) -> Result<bool, CliError> {
     Ok(match Engine::chosen(opts.engine, TRACE_ENGINE_ENV)? {
         Engine::Auto if opts.no_kernel_fetch => false,
-        engine => engine.samples_with_bpf(),
+        engine => engine.for_sampling(machines).bpf,
     })
 }
 
 /// Each `--str` must name an argument of some traced probe.
-fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), Error> {
+fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), CliError> {
     for (glob, n) in &opts.strings {
         let probes: Vec<_> = objects
             .iter()
@@ -47,38 +72,39 @@ fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), Error> {
             .filter(|s| matches(&opts.operands, s) && usdt_trace::glob_match(glob, &s.probe()))
             .collect();
         let Some(first) = probes.first() else {
-            return Err(Error::Invalid(format!(
-                "--str {glob}:{n} matches no traced probe"
-            )));
+            return Err(CliError::StrMatchesNothing {
+                glob: glob.clone(),
+                n: *n,
+            });
         };
         if !probes.iter().any(|s| s.args.len() > *n) {
-            return Err(Error::Invalid(format!(
-                "--str {glob}:{n} names argument {n}, but {} has {} arguments (counted from 0)",
-                first.probe(),
-                first.args.len()
-            )));
+            return Err(CliError::StrPastArgs {
+                glob: glob.clone(),
+                n: *n,
+                probe: first.probe(),
+                args: first.args.len(),
+            });
         }
     }
     Ok(())
 }
 
-/// The uprobes of one `trace` run, what they are attached to, and where the
-/// hits go.
+/// The uprobes of one `trace` run, the session that owns what they are
+/// attached to, and where the hits go.
 struct Tracing<'o> {
     opts: &'o Opts,
     pid: u32,
     sampler: Sampler,
     out: Output,
-    /// Every file attached, with its sites.
-    objects: Objects,
-    /// With perf events, the threads attached (an event samples only its
-    /// thread); none with BPF, whose link covers every thread.
-    threads: Option<Threads>,
-    maps: MapsWatch,
+    /// With perf events, attach to each thread (an event samples only its
+    /// thread); not with BPF, whose link covers every thread.
+    per_thread: bool,
+    session: Session,
 }
 
 impl<'o> Tracing<'o> {
-    fn new(opts: &'o Opts, pid: u32, objects: Objects, bpf: bool) -> Tracing<'o> {
+    fn new(opts: &'o Opts, session: Session, bpf: bool) -> Tracing<'o> {
+        let objects = session.objects();
         let sigs = typed::signatures(
             objects
                 .iter()
@@ -98,55 +124,82 @@ impl<'o> Tracing<'o> {
             &sigs,
             sites.filter(|s| matches(&opts.operands, s)),
         );
+        let pid = match session.target() {
+            Target::Pid(pid) => pid,
+            Target::AllProcesses => 0,
+        };
         Tracing {
             opts,
             pid,
             sampler,
             out: Output::new(opts, sigs),
-            maps: MapsWatch::new(pid, &objects),
-            objects,
-            threads: (!bpf).then(|| Threads::new(pid)),
+            per_thread: !bpf,
+            session,
         }
     }
 
     /// Attaches the matching sites of the objects (every thread with BPF;
-    /// with perf events, the process's threads not attached yet);
+    /// with perf events, the process's threads not attached yet: a paused
+    /// command has one);
     /// `Some(signal)` when a signal stopped it.
-    fn attach(&mut self) -> Result<Option<i32>, Error> {
-        let globs = &self.opts.operands;
-        match &mut self.threads {
-            Some(threads) => threads.attach_new(&mut self.sampler, &self.objects, globs),
-            None => {
-                for (path, sites) in &self.objects {
-                    let sites: Vec<&Site> = sites.iter().filter(|s| matches(globs, s)).collect();
-                    if let Some(sig) = interrupted() {
-                        return Ok(Some(sig));
-                    }
-                    attach_sites(&mut self.sampler, path, &sites, self.pid)?;
-                }
-                Ok(interrupted())
-            }
+    fn attach(&mut self) -> Result<Option<i32>, CliError> {
+        if self.per_thread {
+            let tids = match self.session.child() {
+                // Paused: its one thread.
+                Some(_) => vec![self.pid],
+                None => self.session.new_threads(),
+            };
+            return self.attach_threads(tids);
         }
+        for (path, sites) in self.session.matched() {
+            if let Some(sig) = interrupted() {
+                return Ok(Some(sig));
+            }
+            attach_sites(&mut self.sampler, &path, &sites, self.pid)?;
+        }
+        Ok(interrupted())
+    }
+
+    /// With perf events, attaches to the threads `tids`; `Some(signal)`
+    /// when a signal stopped it.
+    fn attach_threads(&mut self, tids: Vec<u32>) -> Result<Option<i32>, CliError> {
+        for tid in tids {
+            match attach_all(
+                &mut self.sampler,
+                self.session.objects(),
+                &self.opts.operands,
+                tid,
+            ) {
+                // A thread that ended meanwhile.
+                Err(CliError::Trace(Error::NoProcess(_))) if tid != self.pid => continue,
+                Ok(Some(sig)) => return Ok(Some(sig)),
+                other => other?,
+            };
+        }
+        Ok(None)
     }
 
     /// Attaches to the threads started and the objects mapped since the
     /// last look.
-    fn attach_new(&mut self) -> Result<(), Error> {
+    fn attach_new(&mut self) -> Result<(), CliError> {
         let globs = &self.opts.operands;
-        if let Some(threads) = &mut self.threads {
-            threads.attach_new(&mut self.sampler, &self.objects, globs)?;
+        if self.per_thread {
+            let tids = self.session.new_threads();
+            self.attach_threads(tids)?;
         }
-        for (open_path, mapped, sites) in self.maps.new_objects(globs) {
+        let found = self.session.new_objects();
+        print_notices(&mut self.session);
+        for object in found {
             if !self.opts.raw {
-                self.out.sigs.add_file(&open_path);
+                self.out.sigs.add_file(&object.open_path);
             }
-            typed::string_args(&mut self.sampler, &self.out.sigs, &sites);
-            let file = [(open_path, sites)];
-            let attached = match &self.threads {
-                Some(threads) => threads.seen.iter().try_for_each(|tid| {
+            typed::string_args(&mut self.sampler, &self.out.sigs, &object.sites);
+            let file = [(object.open_path, object.sites)];
+            let attached = match self.per_thread {
+                true => self.session.threads().iter().try_for_each(|tid| {
                     attach_all(&mut self.sampler, &file, globs, *tid).map(drop)
                 }),
-                None => {
+                false => {
                     let sites: Vec<&Site> = file[0].1.iter().collect();
                     attach_sites(&mut self.sampler, &file[0].0, &sites, self.pid)
                 }
@@ -154,13 +207,11 @@ impl<'o> Tracing<'o> {
             match attached {
                 Ok(()) => eprintln!(
                     "usdt: {} was mapped after the start: tracing its {} sites",
-                    escape(&mapped),
+                    escape(&object.mapped),
                     file[0].1.len()
                 ),
-                Err(e) => not_attached(Path::new(&mapped), &e),
+                Err(e) => not_attached(Path::new(&object.mapped), &e),
             }
-            let [file] = file;
-            self.objects.push(file);
         }
         Ok(())
     }
@@ -168,9 +219,12 @@ impl<'o> Tracing<'o> {
     /// Prints hits until `running` says the target is gone (then everything
     /// left in the rings), Ctrl-C, or the limit; meanwhile attaches to new
     /// threads and objects.
-    fn follow(&mut self, mut running: impl FnMut() -> Result<bool, Error>) -> Result<(), Error> {
+    fn follow(
+        &mut self,
+        mut running: impl FnMut(&mut Session) -> Result<bool, Error>,
+    ) -> Result<(), CliError> {
         while interrupted().is_none() && !self.out.done() {
-            if !running()? {
+            if !running(&mut self.session)? {
                 self.sampler.drain(|hit| self.out.hit(&hit));
                 break;
             }
@@ -195,11 +249,11 @@ fn attach_sites(
     path: &Path,
     sites: &[&Site],
     pid: u32,
-) -> Result<(), Error> {
+) -> Result<(), CliError> {
     match sampler.attach(path, sites.iter().copied(), Target::Pid(pid)) {
         // Ctrl-C reaches the paused command too.
         Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(()),
-        other => other,
+        other => Ok(other?),
     }
 }
 
@@ -210,7 +264,7 @@ fn attach_all(
     objects: &[(std::path::PathBuf, Vec<Site>)],
     globs: &[String],
     pid: u32,
-) -> Result<Option<i32>, Error> {
+) -> Result<Option<i32>, CliError> {
     for (path, sites) in objects {
         for site in sites.iter().filter(|s| matches(globs, s)) {
             if let Some(sig) = interrupted() {
@@ -226,129 +280,26 @@ fn attach_all(
     Ok(interrupted())
 }
 
-/// Attaches to a running process until it exits, Ctrl-C or the limit.
-fn trace_process(pid: u32, opts: &Opts) -> Result<i32, Error> {
-    let objects = process_objects(pid)?;
-    let matched = select(&objects, &opts.operands, &format!("process {pid}"))?;
-    check_strings(&objects, opts)?;
-    warn_next(opts.attach, &objects, &opts.operands);
-    let bpf = use_bpf(opts)?;
-    if !bpf {
-        raise_fd_limit();
-    }
-    let mut tracing = Tracing::new(opts, pid, objects, bpf);
-    if let Some(sig) = tracing.attach()? {
-        return Ok(128 + sig);
-    }
-    let threads = process_threads(pid).map_or(0, |t| t.len());
-    eprintln!("usdt: tracing {matched} sites of process {pid} ({threads} threads); Ctrl-C stops");
-    tracing.follow(|| Ok(process_alive(pid)))?;
-    if tracing.out.broken {
-        return Ok(BROKEN_PIPE);
-    }
-    Ok(interrupted().map_or(0, |sig| 128 + sig))
-}
-
-/// The threads of a traced process, with perf events: a uprobe perf event
-/// samples only the thread it was opened for, so each thread gets its own
-/// events, and threads started later get theirs when
-/// [`Threads::attach_new`] next looks (their hits before that are not
-/// seen).
-struct Threads {
-    pid: u32,
-    seen: std::collections::BTreeSet<u32>,
-}
-
-impl Threads {
-    fn new(pid: u32) -> Threads {
-        Threads {
-            pid,
-            seen: Default::default(),
-        }
-    }
-
-    /// Attaches to the threads not attached yet; `Some(signal)` when a
-    /// signal stopped it.
-    fn attach_new(
-        &mut self,
-        sampler: &mut Sampler,
-        objects: &Objects,
-        globs: &[String],
-    ) -> Result<Option<i32>, Error> {
-        let Ok(tids) = process_threads(self.pid) else {
-            return Ok(None); // the process is gone: the caller notices
-        };
-        for tid in tids {
-            if !self.seen.insert(tid) {
-                continue;
-            }
-            match attach_all(sampler, objects, globs, tid) {
-                // A thread that ended meanwhile.
-                Err(Error::NoProcess(_)) if tid != self.pid => continue,
-                Ok(Some(sig)) => return Ok(Some(sig)),
-                other => other?,
-            };
-        }
-        Ok(None)
-    }
-}
-
-/// Starts a command with the uprobes in place; returns its exit code.
-fn trace_command(opts: &Opts) -> Result<i32, Error> {
-    let command = command_objects(&opts.command[0])?;
-    select(&command.objects, &opts.operands, &command.name())?;
-    check_strings(&command.objects, opts)?;
-    warn_next(opts.attach, &command.objects, &opts.operands);
-    let mut child = command.spawn(&opts.command)?;
-    let bpf = match use_bpf(opts) {
-        Ok(bpf) => bpf,
-        Err(e) => {
-            child.kill();
-            return Err(e);
-        }
-    };
-    if !bpf {
-        raise_fd_limit();
-    }
-    let mut tracing = Tracing::new(opts, child.pid(), command.objects, bpf);
-    // The paused command has one thread: attach to it (with perf events,
-    // threads it starts are found as they appear).
-    let attached = match &mut tracing.threads {
-        Some(threads) => {
-            threads.seen.insert(child.pid());
-            attach_all(
-                &mut tracing.sampler,
-                &tracing.objects,
-                &opts.operands,
-                child.pid(),
-            )
-        }
-        None => tracing.attach(),
-    };
-    match attached {
-        Ok(None) => {}
-        Ok(Some(sig)) => {
-            drop(tracing);
-            child.kill();
-            return Ok(128 + sig);
-        }
-        Err(e) => {
-            drop(tracing);
-            child.kill();
-            return Err(e);
-        }
-    }
-    child.start()?;
+/// Runs the paused command, attached, and prints hits until it ends;
+/// returns its exit code.
+fn trace_command(mut tracing: Tracing<'_>) -> Result<i32, CliError> {
+    tracing.session.start()?;
     let mut status = None;
-    let followed = tracing.follow(|| {
-        status = child.try_wait()?;
+    let followed = tracing.follow(|session| {
+        if let Some(child) = session.child() {
+            status = child.try_wait()?;
+        }
         Ok(status.is_none())
     });
     let broken = tracing.out.broken;
     // After --limit or a closed stdout: detach and let the command finish
     // untraced.
-    drop(tracing);
-    let code = finish_command(&mut child, status, followed)?;
+    let mut session = tracing.session;
+    drop(tracing.sampler);
+    let code = match session.child() {
+        Some(child) => finish_command(child, status, followed)?,
+        None => followed.map(|()| 0)?,
+    };
     Ok(if broken && interrupted().is_none() {
         BROKEN_PIPE
     } else {

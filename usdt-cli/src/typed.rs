@@ -5,10 +5,11 @@
 use std::path::Path;
 
 use usdt_trace::{
-    bpftrace_program, Error, Hit, Kind, Sampler, Signatures, Site, TypedArgs, TypedValue, Value,
+    bpftrace_program, Hit, Kind, Sampler, Signatures, Site, TypedArgs, TypedValue, Value,
 };
 
 use crate::args::BpftraceArgs;
+use crate::error::CliError;
 
 /// The records of every file (a file without records adds none).
 pub(crate) fn signatures<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Signatures {
@@ -117,7 +118,7 @@ fn json_of(v: &TypedValue) -> serde_json::Value {
 }
 
 /// `usdt bpftrace BINARY [PROBE-GLOB...]`: prints the program.
-pub(crate) fn bpftrace(args: BpftraceArgs) -> Result<i32, Error> {
+pub(crate) fn bpftrace(args: BpftraceArgs) -> Result<i32, CliError> {
     let binary = args.binary;
     let globs = args.globs;
     let path = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());

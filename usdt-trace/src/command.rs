@@ -7,11 +7,12 @@
 //! program.
 
 use std::ffi::{CString, OsString};
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
+use crate::sys::process::{self, Forked};
+use crate::sys::SyscallError;
 use crate::Error;
 
 /// A forked child waiting to execute its program.
@@ -52,7 +53,7 @@ pub fn resolve_program(name: &Path) -> Result<PathBuf, Error> {
         } else {
             Err(Error::Io {
                 path: name.into(),
-                source: io::ErrorKind::NotFound.into(),
+                source: std::io::ErrorKind::NotFound.into(),
             })
         };
     }
@@ -91,18 +92,25 @@ impl PausedCommand {
         }
         let mut argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
         argv.push(std::ptr::null());
-        let (go_read, go_write) = pipe()?;
-        let (err_read, err_write) = pipe()?;
+        let pipe = |what: &str| {
+            process::pipe().map_err(|source| Error::Syscall {
+                what: what.into(),
+                source,
+            })
+        };
+        let (go_read, go_write) = pipe("creating a pipe")?;
+        let (err_read, err_write) = pipe("creating a pipe")?;
         // SAFETY: the child only calls async-signal-safe functions (read,
         // execv, write, _exit) on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(os_error("forking the command"));
-        }
-        if pid == 0 {
+        let forked = unsafe { process::fork() }.map_err(|source| Error::Syscall {
+            what: "forking the command".into(),
+            source,
+        })?;
+        let pid = match forked {
+            Forked::Parent(pid) => pid,
             // SAFETY: in the child; see above. `argv` is NULL-terminated and
             // its strings live in `c_args`.
-            unsafe {
+            Forked::Child => unsafe {
                 libc::close(go_write.as_raw_fd());
                 libc::close(err_read.as_raw_fd());
                 child(
@@ -111,8 +119,8 @@ impl PausedCommand {
                     &c_program,
                     &argv,
                 )
-            }
-        }
+            },
+        };
         drop((go_read, err_write));
         Ok(PausedCommand {
             pid: pid as u32,
@@ -132,11 +140,11 @@ impl PausedCommand {
     pub fn start(&mut self) -> Result<(), Error> {
         let go = self.go.take().ok_or(Error::AlreadyStarted)?;
         loop {
-            // SAFETY: one byte from a valid buffer to an open pipe.
-            if unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) } == 1 {
-                break;
-            }
-            let source = io::Error::last_os_error();
+            let source = match process::write(&go, b"g") {
+                Ok(1) => break,
+                Ok(_) => continue,
+                Err(e) => e,
+            };
             match source.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 // The child is gone (a signal ended it): how it ended is
@@ -146,7 +154,7 @@ impl PausedCommand {
                     // Closing the pipe unread makes the child exit unrun.
                     drop(go);
                     let _ = self.wait();
-                    return Err(Error::Os {
+                    return Err(Error::Syscall {
                         what: format!("starting {}", self.program.display()),
                         source,
                     });
@@ -155,14 +163,12 @@ impl PausedCommand {
         }
         drop(go);
         let mut errno = [0u8; 4];
-        // SAFETY: reading at most 4 bytes into `errno`; the write end closes on exec.
-        let n = unsafe { libc::read(self.exec_error.as_raw_fd(), errno.as_mut_ptr().cast(), 4) };
-        if n == 4 {
+        // At most 4 bytes; the write end closes on exec.
+        if process::read(&self.exec_error, &mut errno).ok() == Some(4) {
             let _ = self.wait();
-            let source = io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
-            return Err(Error::Os {
+            return Err(Error::Syscall {
                 what: format!("cannot run {}", self.program.display()),
-                source,
+                source: SyscallError::from_errno("execv", i32::from_ne_bytes(errno)),
             });
         }
         Ok(())
@@ -186,22 +192,17 @@ impl PausedCommand {
     }
 
     fn waitpid(&mut self, flags: i32) -> Result<Option<ExitStatus>, Error> {
-        let mut status = 0;
-        // SAFETY: waiting for our own child with a valid status pointer.
-        let r = unsafe { libc::waitpid(self.pid as libc::pid_t, &mut status, flags) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                return Ok(None);
+        let status = match process::waitpid(self.pid as libc::pid_t, flags) {
+            Ok(Some((_, status))) => status,
+            Ok(None) => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => return Ok(None),
+            Err(source) => {
+                return Err(Error::Syscall {
+                    what: "waiting for the command".into(),
+                    source,
+                })
             }
-            return Err(Error::Os {
-                what: "waiting for the command".into(),
-                source: e,
-            });
-        }
-        if r == 0 {
-            return Ok(None);
-        }
+        };
         self.go = None;
         self.reaped = true;
         Ok(Some(if libc::WIFSIGNALED(status) {
@@ -224,8 +225,8 @@ impl PausedCommand {
             return;
         };
         if pid > 0 && !self.reaped {
-            // SAFETY: signalling our own child, not yet reaped.
-            unsafe { libc::kill(pid, sig) };
+            // Our own child, not yet reaped; a failure means it is gone.
+            let _ = process::kill(pid, sig);
         }
     }
 }
@@ -244,22 +245,5 @@ unsafe fn child(go: i32, err: i32, program: &CString, argv: &[*const libc::c_cha
             libc::write(err, errno.as_ptr().cast(), 4);
         }
         libc::_exit(127)
-    }
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd), Error> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(os_error("creating a pipe"));
-    }
-    // SAFETY: pipe2 just returned these descriptors; we own them.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-fn os_error(what: &str) -> Error {
-    Error::Os {
-        what: what.into(),
-        source: io::Error::last_os_error(),
     }
 }

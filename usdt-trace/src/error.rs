@@ -1,9 +1,15 @@
-//! The one error type of this crate: every failure is a value with a plain
-//! sentence, never a panic.
+//! The error of this crate: every failure is a value with a plain
+//! sentence, never a panic. Each layer keeps its own detail: a failed
+//! system call is a [`SyscallError`] (the call and the kernel's answer), a
+//! BPF failure a [`BpfError`] (unsupported, the verifier's log), kept whole
+//! as the source.
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
+
+use crate::engine::bpf::BpfError;
+use crate::sys::SyscallError;
 
 /// What went wrong reading probes, attaching to them or counting them.
 #[derive(Debug)]
@@ -42,11 +48,22 @@ pub enum Error {
     /// The kernel refused an operation for lack of privilege.
     NotPermitted(String),
     /// A system call failed.
-    Os {
+    Syscall {
         /// What was being done.
         what: String,
-        /// The error.
-        source: io::Error,
+        /// The call and the kernel's answer.
+        source: SyscallError,
+    },
+    /// Setting up or reading a BPF engine failed (unsupported, the
+    /// verifier's log, ...).
+    Bpf(BpfError),
+    /// [`EngineChoice::Auto`](crate::EngineChoice::Auto) tried BPF, then
+    /// perf, and both failed.
+    BothEngines {
+        /// Why BPF failed.
+        bpf: BpfError,
+        /// Why perf failed.
+        perf: Box<Error>,
     },
     /// This kernel has no uprobe PMU (`/sys/bus/event_source/devices/uprobe`):
     /// perf_event_open cannot attach uprobes.
@@ -119,14 +136,23 @@ pub enum Error {
         /// The globs, space-separated.
         globs: String,
     },
+    /// The probes of a file could not be read.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Box<Error>,
+    },
+    /// An engine other than `auto`, `bpf` and `perf`.
+    BadEngine {
+        /// What was given.
+        value: String,
+    },
     /// An attach point other than `auto`, `nop` and `next`.
     BadAttachPoint {
         /// What was given.
         value: String,
     },
-    /// A request that cannot be satisfied, said in words (the `usdt`
-    /// command's own conditions).
-    Invalid(String),
 }
 
 impl fmt::Display for Error {
@@ -147,7 +173,11 @@ impl fmt::Display for Error {
             }
             Error::NoProcess(pid) => write!(f, "process {pid} does not exist or has exited"),
             Error::NotPermitted(what) => f.write_str(what),
-            Error::Os { what, source } => write!(f, "{what}: {source}"),
+            Error::Syscall { what, source } => write!(f, "{what}: {}", source.io_error),
+            Error::Bpf(e) => e.fmt(f),
+            Error::BothEngines { bpf, perf } => {
+                write!(f, "{perf} (BPF was tried first: {bpf})")
+            }
             Error::NoUprobePmu => f.write_str("this kernel has no uprobe PMU for perf_event_open"),
             Error::InstructionRefused { probe, location, path } => write!(
                 f,
@@ -183,10 +213,13 @@ impl fmt::Display for Error {
             Error::NoMatch { program, globs } => {
                 write!(f, "no probe of {} matches {globs}", program.display())
             }
+            Error::File { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::BadEngine { value } => {
+                write!(f, "the engine is auto, bpf or perf, not \"{value}\"")
+            }
             Error::BadAttachPoint { value } => {
                 write!(f, "the attach point is auto, nop or next, not \"{value}\"")
             }
-            Error::Invalid(what) => f.write_str(what),
         }
     }
 }
@@ -194,7 +227,10 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } | Error::Os { source, .. } => Some(source),
+            Error::Io { source, .. } => Some(source),
+            Error::Syscall { source, .. } => Some(source),
+            Error::File { source, .. } => Some(source.as_ref()),
+            Error::Bpf(e) | Error::BothEngines { bpf: e, .. } => Some(e),
             _ => None,
         }
     }

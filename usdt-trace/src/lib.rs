@@ -27,6 +27,12 @@
 //!   (`id=1 path="/index.html"`); [`bpftrace_program`] writes a bpftrace
 //!   program that prints hits the same way.
 //! - Starting a command with uprobes already in place: [`PausedCommand`].
+//! - Targets: a [`Session`] owns a command, a pid or every process of a
+//!   file, finds their objects, follows new threads and libraries, and
+//!   says what it skipped ([`Notice`]).
+//! - Engines: [`EngineChoice`] (auto, perf, BPF) is decided here, not by
+//!   callers; [`Counter`] counts with the engine picked, and when Auto's
+//!   BPF attach proves unsupported and perf fails too the error says both.
 //! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
 //!   thread, time and a stack copy per hit, into a perf ring buffer) and
 //!   decodes each hit's arguments into a [`Hit`] of [`Value`]s; lost samples
@@ -54,30 +60,33 @@
 
 mod arch;
 mod attach;
-pub mod bpf;
 mod bpftrace;
 mod caps;
 mod command;
+mod cpus;
 mod elf;
+mod engine;
 mod error;
 mod escape;
 mod glob;
 mod ldso;
-mod perf;
 mod process;
+mod raw;
 mod record;
 mod rewrite;
 mod sample;
 mod selftest;
+mod session;
 mod speedtest;
-mod tracefs;
+mod sys;
+mod typed;
 
-pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, PerfCounter, Target};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use caps::{
     auto_delta, auto_delta_here, caps, fork_safe, tracefs_root, AutoInputs, Caps, Speed,
 };
 pub use command::{resolve_program, ExitStatus, PausedCommand};
+pub use cpus::online_cpus;
 pub use elf::arg::{
     parse_args, Arg, Machine, Operand, Reg, Reg64, RegWidth, ARG_SIZES, MAX_ARGS, MAX_ARGS_TEXT,
 };
@@ -90,8 +99,11 @@ pub use elf::note::{
 };
 pub use elf::signature::{
     parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
-    TypedArgs, TypedValue, BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
+    BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
+pub use engine::bpf;
+pub use engine::perf::counter::{AttachedSite, PerfCounter};
+pub use engine::{attach_delta, AttachPoint, Counter, EngineChoice, Picked, Target};
 pub use error::Error;
 pub use escape::{escape, escape_name};
 pub use glob::glob_match;
@@ -109,6 +121,9 @@ pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
+pub use session::{NewObject, Notice, Objects, Session};
 pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
+pub use sys::SyscallError;
+pub use typed::{TypedArgs, TypedValue};
 pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

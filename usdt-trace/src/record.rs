@@ -5,12 +5,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::command::{resolve_program, ExitStatus, PausedCommand};
-use crate::elf::note::read_file_probes;
-use crate::glob::glob_match;
-use crate::ldso::shared_libraries;
-use crate::process::process_threads;
+use crate::command::ExitStatus;
 use crate::sample::{Hit, Sampler, Value};
+use crate::session::Session;
 use crate::{AttachPoint, Error, Target};
 
 /// Runs a command with sampling uprobes on its probes (and those of the
@@ -101,55 +98,41 @@ impl Recorder {
     /// Runs the command to its end (its output passes through) and returns
     /// its hits.
     pub fn run(&self) -> Result<Recording, Error> {
-        let program = resolve_program(&self.program)?;
-        let program = std::fs::canonicalize(&program).unwrap_or(program);
-        let mut objects = vec![(program.clone(), read_file_probes(&program)?.sites)];
-        for lib in shared_libraries(&program) {
-            if let Ok(probes) = read_file_probes(&lib) {
-                objects.push((lib, probes.sites));
-            }
-        }
-        let wanted =
-            |probe: &str| self.globs.is_empty() || self.globs.iter().any(|g| glob_match(g, probe));
+        let mut argv = vec![self.program.clone().into_os_string()];
+        argv.extend(self.args.iter().cloned());
+        let mut session = Session::command(&argv)?.globs(&self.globs);
         let mut sampler = Sampler::new(self.point)
             .per_cpu(true)
             .kernel_fetch(self.kernel_fetch);
         for (glob, index) in &self.strings {
             sampler = sampler.string_arg(glob, *index);
         }
-        let mut child = PausedCommand::spawn(&program, &self.args)?;
-        for (path, sites) in &objects {
-            let sites = sites.iter().filter(|s| wanted(&s.probe()));
-            if let Err(e) = sampler.attach(path, sites, Target::Pid(child.pid())) {
-                child.kill();
-                return Err(e);
-            }
+        // Killed with the session unless started.
+        let pid = session.spawn()?;
+        for (path, sites) in session.matched() {
+            sampler.attach(&path, sites, Target::Pid(pid))?;
         }
         if sampler.site_count() == 0 {
-            child.kill();
+            let program = session.objects().first().map(|(p, _)| p.clone());
             return Err(Error::NoMatch {
-                program: program.clone(),
+                program: program.unwrap_or_else(|| self.program.clone()),
                 globs: self.globs.join(" "),
             });
         }
-        child.start()?;
+        session.start()?;
         let mut hits = vec![];
-        let mut threads = std::collections::BTreeSet::from([child.pid()]);
         let status = loop {
             sampler.poll(Duration::from_millis(20), |h| hits.push(h))?;
-            if let Some(status) = child.try_wait()? {
+            if let Some(status) = session.child().map(|c| c.try_wait()).transpose()?.flatten() {
                 break status;
             }
             // A uprobe perf event samples only its own thread: attach to
             // new threads as they appear (their hits before are not seen).
-            for tid in process_threads(child.pid()).unwrap_or_default() {
-                if threads.insert(tid) {
-                    for (path, sites) in &objects {
-                        let sites = sites.iter().filter(|s| wanted(&s.probe()));
-                        match sampler.attach(path, sites, Target::Pid(tid)) {
-                            Err(Error::NoProcess(_)) | Ok(()) => {}
-                            Err(e) => return Err(e),
-                        }
+            for tid in session.new_threads() {
+                for (path, sites) in session.matched() {
+                    match sampler.attach(&path, sites, Target::Pid(tid)) {
+                        Err(Error::NoProcess(_)) | Ok(()) => {}
+                        Err(e) => return Err(e),
                     }
                 }
             }

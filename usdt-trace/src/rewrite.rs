@@ -128,16 +128,19 @@ pub struct SiteRewrite {
 /// `/proc/PID/mem`, as root or the process's owner) and its maps.
 pub fn site_rewrite(pid: u32, addr: u64, kind: SiteLayout) -> Result<SiteRewrite, Error> {
     use std::os::unix::fs::FileExt;
-    let os = |what: &str, source| Error::Os {
-        what: format!("{what} of process {pid}"),
-        source,
+    let io = |path: String| {
+        move |source| Error::Io {
+            path: path.into(),
+            source,
+        }
     };
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-        .map_err(|e| os("reading the maps", e))?;
+    let maps_path = format!("/proc/{pid}/maps");
+    let maps = std::fs::read_to_string(&maps_path).map_err(io(maps_path))?;
     let mut bytes = [0u8; 10];
-    std::fs::File::open(format!("/proc/{pid}/mem"))
+    let mem_path = format!("/proc/{pid}/mem");
+    std::fs::File::open(&mem_path)
         .and_then(|f| f.read_exact_at(&mut bytes, addr))
-        .map_err(|e| os("reading the code", e))?;
+        .map_err(io(mem_path))?;
     let ranges = trampoline_ranges(&maps);
     let long_nop = long_nop_state(&bytes, kind, addr);
     let optimized = match long_nop {

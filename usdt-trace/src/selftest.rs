@@ -21,12 +21,13 @@
 
 use std::ffi::CString;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::attach::{open_uprobe, Uprobe};
+use crate::sys::process::{self, Forked};
 use crate::{read_maps, KernelFeatures, OptimizedFork, SiteLayout, Target};
 
 /// Where verdicts are kept across processes, one line per boot, kernel and
@@ -306,32 +307,25 @@ fn signal_name(sig: i32) -> &'static str {
 fn live(site: unsafe extern "C" fn(), long_nop: u64, layout: SiteLayout) -> Result<i32, String> {
     let (path, offset) = file_offset(long_nop)?;
     let c_path = CString::new(path).map_err(|_| "a path with a NUL byte".to_string())?;
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: pipe2 just returned these descriptors; we own them.
-    let (go_read, go_write) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (go_read, go_write) = process::pipe().map_err(|e| format!("pipe: {}", e.io_error))?;
     // SAFETY: the child calls only async-signal-safe functions and the
     // site (see `scratch_child`), so forking a threaded process is fine.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(format!("fork: {}", std::io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        // SAFETY: in the freshly forked child.
-        unsafe {
-            scratch_child(
-                go_read.as_raw_fd(),
-                go_write.as_raw_fd(),
-                site,
-                long_nop,
-                layout,
-            )
+    let pid = match unsafe { process::fork() } {
+        Err(e) => return Err(format!("fork: {}", e.io_error)),
+        Ok(Forked::Parent(pid)) => pid,
+        Ok(Forked::Child) => {
+            // SAFETY: in the freshly forked child.
+            unsafe {
+                scratch_child(
+                    go_read.as_raw_fd(),
+                    go_write.as_raw_fd(),
+                    site,
+                    long_nop,
+                    layout,
+                )
+            }
         }
-    }
+    };
     drop(go_read);
     let features = KernelFeatures::detect();
     let uprobe = Uprobe {
@@ -341,8 +335,7 @@ fn live(site: unsafe extern "C" fn(), long_nop: u64, layout: SiteLayout) -> Resu
     };
     let event = open_uprobe(&features, &uprobe, Target::Pid(pid as u32), -1, |_| {});
     let code = match &event {
-        // SAFETY: one byte from a valid buffer to an open pipe.
-        Ok(_) => unsafe { libc::write(go_write.as_raw_fd(), b"g".as_ptr().cast(), 1) },
+        Ok(_) => process::write(&go_write, b"g").unwrap_or(0),
         Err(_) => 0,
     };
     drop(go_write);
@@ -368,23 +361,16 @@ fn live(site: unsafe extern "C" fn(), long_nop: u64, layout: SiteLayout) -> Resu
 pub(crate) fn wait_with_timeout(pid: libc::pid_t, timeout: Duration) -> Option<i32> {
     let deadline = Instant::now() + timeout;
     loop {
-        let mut status = 0;
-        // SAFETY: waiting for our own child with a valid status pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return Some(status);
-        }
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return None;
+        match process::waitpid(pid, libc::WNOHANG) {
+            Ok(Some((r, status))) if r == pid => return Some(status),
+            Err(e) if e.raw_os_error() != Some(libc::EINTR) => return None,
+            _ => {}
         }
         if Instant::now() >= deadline {
+            // pid > 0: never a process group.
             if pid > 0 {
-                // SAFETY: signalling and reaping our own child (pid > 0:
-                // never a process group).
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                    libc::waitpid(pid, &mut status, 0);
-                }
+                let _ = process::kill(pid, libc::SIGKILL);
+                let _ = process::waitpid(pid, 0);
             }
             return None;
         }
@@ -441,10 +427,14 @@ unsafe fn scratch_child(
         if !crate::rewrite::optimized_here(long_nop, layout) {
             libc::_exit(NOT_OPTIMIZED);
         }
-        // The raw system call, not libc's fork: a tracer that links
-        // usdt-runtime's fork guard (a test binary with probes) would
-        // otherwise run the guard's handlers here and keep the grandchild
-        // alive, and the verdict would be the program's, not the kernel's.
+        // Raw libc here, not `sys::process`: in test builds every call
+        // through `sys::syscall` first consults the fake's thread-local,
+        // which nothing vouches is async-signal-safe in a forked child of
+        // a threaded process. And the raw system call, not libc's fork: a
+        // tracer that links usdt-runtime's fork guard (a test binary with
+        // probes) would otherwise run the guard's handlers here and keep the
+        // grandchild alive, and the verdict would be the program's, not the
+        // kernel's.
         let pid = libc::syscall(libc::SYS_fork) as libc::pid_t;
         if pid < 0 {
             libc::_exit(FORK_FAILED);

@@ -20,12 +20,13 @@
 //! keyed as the fork verdict is.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::attach::{open_uprobe, Uprobe};
 use crate::selftest::{cache_key, read_cache_line, wait_with_timeout, write_cache_line};
+use crate::sys::process::{self, Forked};
 use crate::{KernelFeatures, SiteLayout, Target};
 
 /// Where measured rates are kept across processes, one line per boot,
@@ -169,15 +170,10 @@ fn run_live(_layout: SiteLayout) -> Result<(f64, f64), String> {
 
 /// Two pipes: go (tracer to child) and the report (child to tracer).
 fn pipes() -> Result<[OwnedFd; 4], String> {
-    let mut fds = [0; 4];
-    for pair in fds.chunks_mut(2) {
-        // SAFETY: `pair` has room for two descriptors.
-        if unsafe { libc::pipe2(pair.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-        }
-    }
-    // SAFETY: pipe2 just returned these descriptors; we own them.
-    Ok(fds.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }))
+    let pipe = || process::pipe().map_err(|e| format!("pipe: {}", e.io_error));
+    let (go_read, go_write) = pipe()?;
+    let (report_read, report_write) = pipe()?;
+    Ok([go_read, go_write, report_read, report_write])
 }
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -194,19 +190,19 @@ fn live(
     let [go_read, go_write, report_read, report_write] = pipes()?;
     // SAFETY: the child calls only async-signal-safe functions and the
     // sites (see `scratch_child`), so forking a threaded process is fine.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(format!("fork: {}", std::io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        let fds = [
-            go_read.as_raw_fd(),
-            go_write.as_raw_fd(),
-            report_write.as_raw_fd(),
-        ];
-        // SAFETY: in the freshly forked child.
-        unsafe { scratch_child(fds, trap, site, long_nop, layout) }
-    }
+    let pid = match unsafe { process::fork() } {
+        Err(e) => return Err(format!("fork: {}", e.io_error)),
+        Ok(Forked::Parent(pid)) => pid,
+        Ok(Forked::Child) => {
+            let fds = [
+                go_read.as_raw_fd(),
+                go_write.as_raw_fd(),
+                report_write.as_raw_fd(),
+            ];
+            // SAFETY: in the freshly forked child.
+            unsafe { scratch_child(fds, trap, site, long_nop, layout) }
+        }
+    };
     drop((go_read, report_write));
     let features = KernelFeatures::detect();
     let open = |path, offset| {
@@ -219,14 +215,13 @@ fn live(
     };
     let events = open(&trap_path, trap_offset).and_then(|t| Ok((t, open(&path, offset)?)));
     let wrote = match &events {
-        // SAFETY: one byte from a valid buffer to an open pipe.
-        Ok(_) => unsafe { libc::write(go_write.as_raw_fd(), b"g".as_ptr().cast(), 1) },
+        Ok(_) => process::write(&go_write, b"g").unwrap_or(0),
         Err(_) => 0,
     };
     drop(go_write);
     let mut report: Report = [0; 4];
     let mut bytes = [0u8; 32];
-    let got = read_all(report_read.as_raw_fd(), &mut bytes);
+    let got = read_all(&report_read, &mut bytes);
     let status = wait_with_timeout(pid, Duration::from_secs(10));
     let (trap_event, event) = events.map_err(|e| format!("attaching a uprobe: {e}"))?;
     if wrote != 1 {
@@ -252,6 +247,12 @@ fn live(
         report[i] = u64::from_ne_bytes(chunk.try_into().unwrap_or([0; 8]));
     }
     let counted = (count(&trap_event)?, count(&event)?);
+    // Closing a uprobe event waits for the kernel (an RCU grace period
+    // each, tens of milliseconds here): not on the caller's time. The
+    // child is gone, so nothing is counted meanwhile.
+    let _ = std::thread::Builder::new()
+        .name("usdt-speedtest-close".into())
+        .spawn(move || drop((trap_event, event)));
     if counted != (report[0], report[2] + WARM_HITS) {
         return Err(format!(
             "the uprobes counted {counted:?} hits where the child made {:?}",
@@ -265,16 +266,13 @@ fn live(
 }
 
 /// Fills `buf` from `fd`; whether it was filled.
-fn read_all(fd: i32, buf: &mut [u8]) -> bool {
+fn read_all(fd: &OwnedFd, buf: &mut [u8]) -> bool {
     let mut done = 0;
     while done < buf.len() {
-        // SAFETY: the rest of `buf` is writable for its length; `fd` is open.
-        let n = unsafe { libc::read(fd, buf[done..].as_mut_ptr().cast(), buf.len() - done) };
-        match usize::try_from(n) {
+        match process::read(fd, &mut buf[done..]) {
             Ok(0) => return false,
             Ok(n) => done += n,
-            Err(_) if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return false,
         }
     }
@@ -282,12 +280,8 @@ fn read_all(fd: i32, buf: &mut [u8]) -> bool {
 }
 
 fn count(fd: &OwnedFd) -> Result<u64, String> {
-    let mut buf = [0u8; 8];
-    if read_all(fd.as_raw_fd(), &mut buf) {
-        Ok(u64::from_ne_bytes(buf))
-    } else {
-        Err("reading a uprobe's count failed".into())
-    }
+    crate::sys::perf::read_count(fd)
+        .map_err(|e| format!("reading a uprobe's count: {}", e.io_error))
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (async-signal-safe).
@@ -337,7 +331,10 @@ unsafe fn scratch_child(
     layout: SiteLayout,
 ) -> ! {
     // SAFETY: only async-signal-safe calls, the sites (which touch no
-    // memory) and reads of our own text and maps.
+    // memory) and reads of our own text and maps. Raw libc here, not
+    // `sys::process`: in test builds every call through `sys::syscall`
+    // first consults the fake's thread-local, which nothing vouches is
+    // async-signal-safe in a forked child of a threaded process.
     unsafe {
         libc::close(go_write);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);

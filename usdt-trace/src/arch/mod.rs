@@ -8,6 +8,37 @@ use std::fmt;
 pub(crate) mod aarch64;
 pub(crate) mod x86_64;
 
+/// The instruction set a note was written for: it decides the register names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Machine {
+    /// x86-64 (`EM_X86_64`).
+    X86_64,
+    /// 64-bit Arm (`EM_AARCH64`).
+    Aarch64,
+}
+
+/// A machine's `struct pt_regs`, as a BPF uprobe program is given it: how
+/// many 8-byte registers, and where perf's register `n` sits in it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PtRegs {
+    /// The number of 8-byte slots.
+    pub(crate) len: usize,
+    /// The slot of perf's register number `n`, if `pt_regs` has it.
+    pub(crate) index: fn(u32) -> Option<u8>,
+}
+
+/// The `pt_regs` layout of `machine`, where its table has one (x86-64;
+/// not aarch64 yet).
+pub(crate) fn pt_regs(machine: Machine) -> Option<PtRegs> {
+    match machine {
+        Machine::X86_64 => Some(PtRegs {
+            len: x86_64::PT_REGS,
+            index: x86_64::pt_regs_index,
+        }),
+        Machine::Aarch64 => None,
+    }
+}
+
 /// A register as the note names it: the full 64-bit register and the part of
 /// it the note uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -63,8 +63,14 @@ registers! {
 
 /// perf's number of the stack pointer.
 pub(crate) const PERF_SP: u32 = 7;
-/// perf's number of the instruction pointer.
-pub(crate) const PERF_IP: u32 = 8;
+
+/// The register whose perf number is `perf`.
+pub(crate) fn by_perf(perf: u32) -> Option<Reg64> {
+    REGISTERS.iter().find(|r| r.perf == perf).map(|r| r.reg)
+}
+
+/// The 8-byte registers of x86-64's `struct pt_regs`.
+pub(crate) const PT_REGS: usize = 21;
 
 /// The index of perf register `perf` in the kernel's `struct pt_regs`
 /// (`arch/x86/include/asm/ptrace.h`: r15, r14, r13, r12, bp, bx, r11, r10,
@@ -138,7 +144,8 @@ mod tests {
         assert_eq!(parse(""), None);
         assert_eq!(parse("xmm0"), None);
         assert_eq!(register(Reg64::Rsp).map(|r| r.perf), Some(PERF_SP));
-        assert_eq!(register(Reg64::Rip).map(|r| r.perf), Some(PERF_IP));
+        assert_eq!(register(Reg64::Rip).map(|r| r.perf), Some(8));
+        assert_eq!(by_perf(8), Some(Reg64::Rip));
     }
 
     /// `struct pt_regs` in order, by the names tracefs gives its fields.

@@ -1,21 +1,18 @@
-//! Decoding a sample: each argument from the sampled registers, the stack
-//! copy, the raw record of a fetch event or, after the fact, the
-//! process's memory.
+//! The one decoder: each argument of a raw hit (`crate::raw`), whichever
+//! engine read it, from what the engine fetched at the hit, the registers,
+//! the stack copy or, after the fact, the process's memory.
 
-use std::collections::HashMap;
-
-use super::plan::{perf_reg, FetchPlan, Plan, PERF_REG_IP, PERF_REG_SP};
+use super::plan::Plan;
 use super::{Hit, Value, BYTES_FETCH, STRING_MAX};
-use crate::bpf::sampling::{
-    DEREF, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, PT_REGS, SLOT, SLOTS_AT, VALUE_MAX,
-};
 use crate::elf::arg::{Arg, Operand, Reg, RegWidth};
-use crate::tracefs::data_loc_string;
+use crate::raw::{Fetched, RawHit, Regs};
+use crate::sys::process::read_process_memory;
+use crate::Reg64;
 
 /// A sample's registers and stack copy, and the process to read the rest from.
 pub(super) struct Context<'a> {
     pub(super) pid: u32,
-    pub(super) regs: &'a [u64],
+    pub(super) regs: &'a Regs,
     pub(super) sp: u64,
     pub(super) stack: &'a [u8],
 }
@@ -65,42 +62,6 @@ impl Context<'_> {
     }
 }
 
-/// Reads as much of `buf.len()` bytes at `addr` of process `pid` as is
-/// mapped; returns how many were read.
-pub(super) fn read_process_memory(pid: u32, addr: u64, buf: &mut [u8]) -> usize {
-    // Split the remote range at page boundaries: the call stops at the
-    // first unreadable page and returns what it read before it.
-    let page = usdt_runtime::page_size();
-    let mut remote = vec![];
-    let mut at = addr;
-    let end = addr.saturating_add(buf.len() as u64);
-    while at < end {
-        let next = ((at / page) + 1).saturating_mul(page).min(end);
-        remote.push(libc::iovec {
-            iov_base: at as *mut libc::c_void,
-            iov_len: (next - at) as usize,
-        });
-        at = next;
-    }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` describes `buf`, which is writable for its length; the
-    // remote ranges are only read, by the kernel, with the usual checks.
-    let n = unsafe {
-        libc::process_vm_readv(
-            pid as libc::pid_t,
-            &local,
-            1,
-            remote.as_ptr(),
-            remote.len() as libc::c_ulong,
-            0,
-        )
-    };
-    n.max(0) as usize
-}
-
 /// Converts the low `size` bytes of `raw` to the argument's value.
 pub(super) fn int_value(raw: u64, size: u8, signed: bool) -> i128 {
     let bits = u32::from(size.clamp(1, 8)) * 8;
@@ -146,16 +107,83 @@ pub(super) fn value_of(arg: &Arg, bytes: &[u8]) -> Value {
     }
 }
 
-pub(super) fn decode_arg(plan: &Plan, cx: &Context<'_>, i: usize) -> Value {
+/// Decodes every argument of `raw`, a hit of `plan`'s site.
+pub(super) fn decode(plan: &Plan, raw: &RawHit<'_>) -> Hit {
+    let cx = Context {
+        pid: raw.pid,
+        regs: &raw.regs,
+        sp: raw.regs.get(Reg64::Rsp).unwrap_or(0),
+        stack: raw.stack,
+    };
+    let args = (0..plan.args.len())
+        .map(|i| {
+            let fetched = raw.fetched.get(i).copied().unwrap_or_default();
+            decode_arg(plan, &cx, fetched, i)
+        })
+        .collect();
+    plan.hit(raw.time_ns, raw.pid, raw.tid, args)
+}
+
+/// Argument `i`: its bytes as fetched at the hit, or computed from the
+/// registers and read; then the string or bytes it points at.
+pub(super) fn decode_arg(plan: &Plan, cx: &Context<'_>, fetched: Fetched<'_>, i: usize) -> Value {
     let arg = &plan.args[i];
-    let reg = |r: &Reg| perf_reg(r.reg).map_or(0, |n| plan.reg(cx.regs, n));
-    let addr = match &arg.operand {
-        Operand::Unreadable { reason, .. } => return Value::Unavailable(reason.clone()),
-        Operand::Immediate(n) => return finish(plan, cx, i, &n.to_le_bytes()),
-        Operand::Register(r) => {
-            let v = register_part(reg(r), r.width);
-            return finish(plan, cx, i, &v.to_le_bytes());
+    let reg = |r: &Reg| cx.regs.get(r.reg).unwrap_or(0);
+    let bytes: Vec<u8> = match (&arg.operand, fetched.value) {
+        (Operand::Unreadable { reason, .. }, _) => return Value::Unavailable(reason.clone()),
+        (Operand::Immediate(n), _) => n.to_le_bytes().to_vec(),
+        (Operand::Register(r), Some(v)) => register_part(le_u64(v), r.width).to_le_bytes().to_vec(),
+        (_, Some(v)) => v.to_vec(),
+        // Neither fetched nor registers to compute it from.
+        (_, None) if cx.regs.is_empty() => return Value::Unreadable(0),
+        (Operand::Register(r), None) => register_part(reg(r), r.width).to_le_bytes().to_vec(),
+        (operand, None) => {
+            let addr = match address(plan, cx, operand) {
+                Ok(addr) => addr,
+                Err(value) => return value,
+            };
+            match cx.read(addr, arg.size.into()) {
+                Some(bytes) => bytes,
+                None => return Value::Unreadable(addr),
+            }
         }
+    };
+    let value = value_of(arg, &bytes);
+    let Value::Int(ptr) = value else {
+        return value;
+    };
+    if plan.bytes.get(i).copied().unwrap_or(false) {
+        // A byte slice's first bytes: read at the hit, else now.
+        let bytes = match fetched.pointed {
+            Some(b) => Some(b.to_vec()),
+            None => cx.read(ptr as u64, BYTES_FETCH),
+        };
+        return match bytes {
+            Some(bytes) => Value::Str {
+                bytes,
+                truncated: false,
+            },
+            None => value,
+        };
+    }
+    if plan.strings.get(i).copied().unwrap_or(false) {
+        return match fetched.pointed {
+            Some(s) => Value::Str {
+                bytes: s[..s.len().min(STRING_MAX)].to_vec(),
+                truncated: s.len() > STRING_MAX,
+            },
+            // Not read at the hit (engines do not fault pages in): now.
+            None => cx.string(ptr as u64),
+        };
+    }
+    value
+}
+
+/// The address a memory operand names, from the registers; a symbol not
+/// looked up is said as a value.
+fn address(plan: &Plan, cx: &Context<'_>, operand: &Operand) -> Result<u64, Value> {
+    let reg = |r: &Reg| cx.regs.get(r.reg).unwrap_or(0);
+    Ok(match operand {
         Operand::Memory { base, disp } => reg(base).wrapping_add(*disp as u64),
         Operand::Indexed {
             base,
@@ -179,261 +207,28 @@ pub(super) fn decode_arg(plan: &Plan, cx: &Context<'_>, i: usize) -> Value {
             .wrapping_add(base.as_ref().map_or(0, reg))
             .wrapping_add(index.as_ref().map_or(0, reg).wrapping_mul((*scale).into())),
         Operand::Symbol { name, .. } | Operand::SymbolIndexed { name, .. } => {
-            return Value::Unavailable(format!("symbol `{name}` was not looked up"))
+            return Err(Value::Unavailable(format!(
+                "symbol `{name}` was not looked up"
+            )))
         }
-    };
-    match cx.read(addr, arg.size.into()) {
-        Some(bytes) => finish(plan, cx, i, &bytes),
-        None => Value::Unreadable(addr),
-    }
+        Operand::Register(_) | Operand::Immediate(_) | Operand::Unreadable { .. } => 0,
+    })
 }
 
-/// How far the file is loaded from its link-time addresses: the sampled
-/// instruction pointer (the uprobe's address in the process) minus the
-/// uprobe's link-time address.
+/// How far the file is loaded from its link-time addresses: the
+/// instruction pointer at the hit (the uprobe's address in the process)
+/// minus the uprobe's link-time address.
 fn load_bias(plan: &Plan, cx: &Context<'_>) -> u64 {
-    plan.reg(cx.regs, PERF_REG_IP)
+    cx.regs
+        .get(Reg64::Rip)
+        .unwrap_or(0)
         .wrapping_sub(plan.attach_addr)
 }
 
-/// The value of argument `i` from its bytes, or the string it points at.
-pub(super) fn finish(plan: &Plan, cx: &Context<'_>, i: usize, bytes: &[u8]) -> Value {
-    let value = value_of(&plan.args[i], bytes);
-    match value {
-        Value::Int(n) if plan.strings.get(i).copied().unwrap_or(false) => cx.string(n as u64),
-        // A byte slice's first bytes, read after the hit.
-        Value::Int(n) if plan.bytes.get(i).copied().unwrap_or(false) => {
-            match cx.read(n as u64, BYTES_FETCH) {
-                Some(bytes) => Value::Str {
-                    bytes,
-                    truncated: false,
-                },
-                None => value,
-            }
-        }
-        value => value,
-    }
-}
-
-/// Decodes argument `i` from a fetch event's raw record.
-pub(super) fn decode_fetched_arg(
-    plan: &Plan,
-    fetch: &FetchPlan,
-    data: &[u8],
-    pid: u32,
-    i: usize,
-) -> Value {
-    let arg = &plan.args[i];
-    let bytes = match (&arg.operand, fetch.values[i]) {
-        (Operand::Unreadable { reason, .. }, _) => return Value::Unavailable(reason.clone()),
-        (Operand::Immediate(n), _) => n.to_le_bytes().to_vec(),
-        (operand, Some(field)) => {
-            let Some(bytes) = data.get(field.offset..field.offset + field.size) else {
-                return Value::Unreadable(0);
-            };
-            match operand {
-                Operand::Register(r) => {
-                    let mut word = [0u8; 8];
-                    let n = bytes.len().min(8);
-                    word[..n].copy_from_slice(&bytes[..n]);
-                    register_part(u64::from_le_bytes(word), r.width)
-                        .to_le_bytes()
-                        .to_vec()
-                }
-                _ => bytes.to_vec(),
-            }
-        }
-        (_, None) => return Value::Unreadable(0),
-    };
-    let value = value_of(arg, &bytes);
-    let Value::Int(ptr) = value else {
-        return value;
-    };
-    // A byte slice's first bytes, read by the kernel at the hit.
-    if let Some(field) = fetch.bytes.get(i).copied().flatten() {
-        if let Some(bytes) = data.get(field.offset..field.offset + field.size) {
-            return Value::Str {
-                bytes: bytes.to_vec(),
-                truncated: false,
-            };
-        }
-    }
-    if !plan.strings.get(i).copied().unwrap_or(false) {
-        return value;
-    }
-    let ptr = ptr as u64;
-    match fetch.strings[i].and_then(|f| data_loc_string(data, f)) {
-        Some(bytes) => Value::Str {
-            bytes: bytes[..bytes.len().min(STRING_MAX)].to_vec(),
-            truncated: bytes.len() > STRING_MAX,
-        },
-        // The kernel does not fault pages in: read what it could not.
-        None => Context {
-            pid,
-            regs: &[],
-            sp: 0,
-            stack: &[],
-        }
-        .string(ptr),
-    }
-}
-
-/// Reads the fields of a sample record in order.
-pub(super) struct Fields<'a>(pub(super) &'a [u8]);
-
-impl<'a> Fields<'a> {
-    pub(super) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Some(a)
-    }
-    pub(super) fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_ne_bytes(self.take(8)?.try_into().ok()?))
-    }
-}
-
-/// Decodes one `PERF_RECORD_SAMPLE` (header included).
-pub(super) fn decode_sample(
-    plans: &[Plan],
-    ids: &HashMap<u64, usize>,
-    record: &[u8],
-) -> Option<Hit> {
-    let mut f = Fields(record.get(8..)?);
-    let plan = &plans[*ids.get(&f.u64()?)?];
-    let pid_tid = f.take(8)?;
-    let pid = u32::from_ne_bytes(pid_tid[0..4].try_into().ok()?);
-    let tid = u32::from_ne_bytes(pid_tid[4..8].try_into().ok()?);
-    let time_ns = f.u64()?;
-    if let Some(fetch) = &plan.fetch {
-        let size = u32::from_ne_bytes(f.take(4)?.try_into().ok()?) as usize;
-        let data = f.take(size)?;
-        let args = (0..plan.args.len())
-            .map(|i| decode_fetched_arg(plan, fetch, data, pid, i))
-            .collect();
-        return Some(plan.hit(time_ns, pid, tid, args));
-    }
-    let abi = f.u64()?;
-    let mut regs = [0u64; 64];
-    let nregs = if abi == 0 {
-        0
-    } else {
-        plan.regs_mask.count_ones() as usize
-    };
-    for r in &mut regs[..nregs] {
-        *r = f.u64()?;
-    }
-    let regs = &regs[..nregs];
-    let mut stack: &[u8] = &[];
-    if plan.stack_bytes > 0 {
-        let size = f.u64()? as usize;
-        if size > 0 {
-            let data = f.take(size)?;
-            let dyn_size = (f.u64()? as usize).min(size);
-            stack = &data[..dyn_size];
-        }
-    }
-    let cx = Context {
-        pid,
-        regs,
-        sp: plan.reg(regs, PERF_REG_SP),
-        stack,
-    };
-    let args = (0..plan.args.len())
-        .map(|i| decode_arg(plan, &cx, i))
-        .collect();
-    Some(plan.hit(time_ns, pid, tid, args))
-}
-
-/// Decodes one record of the BPF sampling program (see
-/// [`crate::bpf::sampling`]): the cookie is the plan's index.
-pub(super) fn decode_bpf_record(plans: &[Plan], record: &[u8]) -> Option<Hit> {
-    let mut f = Fields(record);
-    let plan = plans.get(usize::try_from(f.u64()?).ok()?)?;
-    let pid_tgid = f.u64()?;
-    let (pid, tid) = ((pid_tgid >> 32) as u32, pid_tgid as u32);
-    let time_ns = f.u64()?;
-    let mut pt = [0u64; PT_REGS];
-    for r in &mut pt {
-        *r = f.u64()?;
-    }
-    // The registers the plan names, in perf's order, as a perf sample
-    // carries them.
-    let regs: Vec<u64> = (0..64u32)
-        .filter(|n| plan.regs_mask & (1 << n) != 0)
-        .map(|n| crate::arch::x86_64::pt_regs_index(n).map_or(0, |i| pt[usize::from(i)]))
-        .collect();
-    let cx = Context {
-        pid,
-        regs: &regs,
-        sp: plan.reg(&regs, PERF_REG_SP),
-        stack: &[],
-    };
-    let args = (0..plan.args.len())
-        .map(|i| decode_bpf_arg(plan, &cx, record, i))
-        .collect();
-    Some(plan.hit(time_ns, pid, tid, args))
-}
-
-/// Argument `i` from what the program read at the hit; what it could not
-/// read (a page not present: BPF programs do not fault pages in) is read
-/// from the process now.
-fn decode_bpf_arg(plan: &Plan, cx: &Context<'_>, record: &[u8], i: usize) -> Value {
-    let Some(f) = plan
-        .bpf_fetch
-        .get(i)
-        .filter(|f| f.kind != 0 && i < plan.bpf_layout.slots)
-    else {
-        return decode_arg(plan, cx, i);
-    };
-    let Some(slot) = record.get(SLOTS_AT + i * SLOT..SLOTS_AT + (i + 1) * SLOT) else {
-        return decode_arg(plan, cx, i);
-    };
-    let rc = |at: usize| i32::from_ne_bytes(slot[at..at + 4].try_into().unwrap_or_default());
-    let arg = &plan.args[i];
-    let bytes: Vec<u8> = if f.kind & FETCH_VALUE != 0 {
-        if rc(VALUE_MAX) != 0 {
-            return decode_arg(plan, cx, i);
-        }
-        slot[..usize::from(f.size).min(VALUE_MAX)].to_vec()
-    } else {
-        match &arg.operand {
-            Operand::Register(r) => {
-                let v = perf_reg(r.reg).map_or(0, |n| plan.reg(cx.regs, n));
-                register_part(v, r.width).to_le_bytes().to_vec()
-            }
-            _ => return decode_arg(plan, cx, i),
-        }
-    };
-    let value = value_of(arg, &bytes);
-    let Value::Int(ptr) = value else {
-        return value;
-    };
-    let room_at = plan.bpf_layout.deref_at() + usize::from(f.deref_slot) * DEREF;
-    let read = rc(VALUE_MAX + 4);
-    if f.kind & FETCH_STRING != 0 {
-        // The length read, its NUL included.
-        let room = usize::try_from(read - 1)
-            .ok()
-            .and_then(|len| record.get(room_at..room_at + len));
-        return match room {
-            Some(s) => Value::Str {
-                bytes: s[..s.len().min(STRING_MAX)].to_vec(),
-                truncated: s.len() > STRING_MAX,
-            },
-            None => cx.string(ptr as u64),
-        };
-    }
-    if f.kind & FETCH_BYTES != 0 {
-        return match record.get(room_at..room_at + BYTES_FETCH) {
-            Some(b) if read == 0 => Value::Str {
-                bytes: b.to_vec(),
-                truncated: false,
-            },
-            _ => finish(plan, cx, i, &bytes),
-        };
-    }
-    value
+/// Up to 8 little-endian bytes as a u64.
+fn le_u64(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    let n = bytes.len().min(8);
+    word[..n].copy_from_slice(&bytes[..n]);
+    u64::from_le_bytes(word)
 }

@@ -39,43 +39,27 @@
 //! (`PERF_RECORD_LOST`, written when a ring is full) are counted in
 //! [`Sampler::lost`], never dropped silently.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::CString;
-use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::attach::{
-    attach_error, online_cpus, open_uprobe, path_cstring, perf_event_open, Uprobe,
-};
-use crate::bpf::sampling::{BpfSampling, SampledSite};
-use crate::elf::arg::Operand;
 use crate::elf::note::Site;
+use crate::engine::bpf::sampling::BpfSampling;
+use crate::engine::perf::sampling::{PerfSampling, SiteSampling};
+use crate::engine::{path_cstring, Engine, SampleSite, Uprobe};
 use crate::glob::glob_match;
-use crate::perf::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
-use crate::perf::{
-    self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
-    SAMPLE_TIME, TYPE_TRACEPOINT,
-};
-use crate::tracefs::FetchEvent;
+use crate::sys::process;
 
 mod decode;
 mod plan;
-mod value;
+pub(crate) mod value;
 
+use crate::raw::RawHit;
 use crate::{AttachPoint, Error, KernelFeatures, Target};
-use decode::{decode_bpf_record, decode_sample, Fields};
-use plan::{FetchPlan, Plan};
-pub use value::{Hit, Value};
-
-/// The longest string read for a string argument, in bytes (without its
-/// NUL): the same bound as the Rust probes' staged copies.
-pub const STRING_MAX: usize = 255;
-
-/// How many bytes of a byte-slice argument ([`Sampler::bytes_arg`]) are
-/// read at the hit.
-pub const BYTES_FETCH: usize = 64;
+use decode::decode;
+use plan::Plan;
+pub use value::{Hit, Value, BYTES_FETCH, STRING_MAX};
 
 /// The stack bytes each sample copies by default, for sites that read memory.
 pub const DEFAULT_STACK_BYTES: u32 = 8192;
@@ -83,21 +67,6 @@ pub const DEFAULT_STACK_BYTES: u32 = 8192;
 /// The ring buffer data pages per traced target by default (16 MiB with
 /// 4 KiB pages), split between the CPUs when the events are per CPU.
 pub const DEFAULT_RING_PAGES: usize = 4096;
-
-/// The fewest data pages of a per-CPU ring buffer.
-const MIN_CPU_RING_PAGES: usize = 256;
-
-/// One ring buffer and the event whose descriptor it is mapped from. A
-/// per-CPU ring takes the samples of every task on its CPU; a ring of a
-/// per-task event (CPU -1) only those of its task (the kernel's rule for
-/// `PERF_EVENT_IOC_SET_OUTPUT`).
-#[derive(Debug)]
-struct Slot {
-    target: Target,
-    cpu: i32,
-    owner: usize,
-    ring: Ring,
-}
 
 /// Uprobes in sampling mode: attach with [`Sampler::attach`], then collect
 /// decoded hits with [`Sampler::poll`] and [`Sampler::drain`]. Dropping it
@@ -126,23 +95,16 @@ pub struct Sampler {
     strings: Vec<(String, usize)>,
     bytes: Vec<(String, usize)>,
     plans: Vec<Plan>,
-    ids: HashMap<u64, usize>,
-    kernel_fetch: bool,
-    fetch_plans: HashMap<(PathBuf, u64), Option<(u64, FetchPlan)>>,
     /// The uprobe addresses attached, per target: one uprobe per address.
     attached: HashSet<(PathBuf, u64, Target)>,
     /// Sample with one BPF uprobe_multi link per file instead of perf
     /// events ([`Sampler::bpf`]).
     use_bpf: bool,
-    // Released in this order by `Drop`: close the BPF links, unmap the
-    // rings, close the events, then remove the fetch events they used
-    // (deleting a uprobe event still in use by perf is refused, and has
-    // hung tracing on a kernel).
-    bpf: Option<BpfSampling>,
-    slots: Vec<Slot>,
-    fds: Vec<OwnedFd>,
-    fetch_events: Vec<FetchEvent>,
-    lost: u64,
+    kernel_fetch: bool,
+    /// The engine, from the first attach on.
+    engine: Option<Box<dyn Engine>>,
+    /// Hits counted but never sampled (known after a drain).
+    unsampled: u64,
     /// Sample records read so far.
     seen: u64,
     pending: Vec<Hit>,
@@ -150,11 +112,8 @@ pub struct Sampler {
 
 impl Drop for Sampler {
     fn drop(&mut self) {
-        // The order matters (see the fields), whatever the fields' order.
-        self.bpf = None;
-        self.slots.clear();
-        self.fds.clear();
-        self.fetch_events.clear();
+        // Each engine releases its parts in its own order.
+        self.engine = None;
     }
 }
 
@@ -163,23 +122,18 @@ impl Sampler {
     pub fn new(point: AttachPoint) -> Sampler {
         Sampler {
             point,
-            features: crate::attach::features_for(point),
+            features: crate::engine::features_for(point),
             per_cpu: false,
             ring_pages: DEFAULT_RING_PAGES,
             stack_bytes: DEFAULT_STACK_BYTES,
             strings: vec![],
             bytes: vec![],
             plans: vec![],
-            ids: HashMap::new(),
-            kernel_fetch: true,
-            fetch_plans: HashMap::new(),
             attached: HashSet::new(),
             use_bpf: false,
-            bpf: None,
-            slots: vec![],
-            fds: vec![],
-            fetch_events: vec![],
-            lost: 0,
+            kernel_fetch: true,
+            engine: None,
+            unsampled: 0,
             seen: 0,
             pending: vec![],
         }
@@ -281,7 +235,10 @@ impl Sampler {
     /// lost record only when a later sample finds room, which may never
     /// come).
     pub fn lost(&self) -> u64 {
-        self.lost + self.bpf.as_ref().map_or(0, BpfSampling::lost)
+        self.engine
+            .as_ref()
+            .map_or(0, |e| e.lost())
+            .max(self.unsampled)
     }
 
     /// How many sites are attached.
@@ -300,31 +257,12 @@ impl Sampler {
     ) -> Result<(), Error> {
         let path = path.as_ref();
         let c_path = path_cstring(path)?;
-        let cpus = match target {
-            _ if self.use_bpf => vec![],
-            Target::Pid(_) if !self.per_cpu => vec![-1],
-            _ => online_cpus(),
-        };
-        let (plans_before, fds_before, slots_before) =
-            (self.plans.len(), self.fds.len(), self.slots.len());
+        let first = self.plans.len();
         let attached = self.attached.clone();
-        let result = self
-            .attach_sites(path, &c_path, sites, target, &cpus)
-            .and_then(|()| {
-                self.fds[fds_before..]
-                    .iter()
-                    .try_for_each(|fd| perf::enable(fd, false))
-                    .map_err(|source| Error::Os {
-                        what: format!("enabling the uprobes of {}", path.display()),
-                        source,
-                    })
-            });
+        let result = self.attach_sites(path, &c_path, sites, target);
         if result.is_err() {
             self.attached = attached;
-            self.slots.truncate(slots_before);
-            self.fds.truncate(fds_before);
-            self.plans.truncate(plans_before);
-            self.ids.retain(|_, plan| *plan < plans_before);
+            self.plans.truncate(first);
         }
         result
     }
@@ -335,208 +273,79 @@ impl Sampler {
         c_path: &CString,
         sites: impl IntoIterator<Item = &'a Site>,
         target: Target,
-        cpus: &[i32],
     ) -> Result<(), Error> {
-        let mut sampled = vec![];
+        let first = self.plans.len();
+        let mut chosen = vec![];
         for site in sites {
             let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path)?;
             if !self.attached.insert((path.into(), uprobe.offset, target)) {
                 continue; // one uprobe per address
             }
-            let probe = site.probe();
-            let strings = (0..site.args.len())
-                .map(|i| {
-                    self.strings
-                        .iter()
-                        .any(|(g, n)| *n == i && glob_match(g, &probe))
-                })
-                .collect();
-            let bytes = (0..site.args.len())
-                .map(|i| {
-                    self.bytes
-                        .iter()
-                        .any(|(g, n)| *n == i && glob_match(g, &probe))
-                })
-                .collect();
-            let mut plan =
-                Plan::new(site, strings, self.stack_bytes)?.with_bytes(bytes, self.stack_bytes);
+            let mut plan = self.plan(site)?;
             let from_location = uprobe
                 .offset
                 .wrapping_sub(site.location_offset.unwrap_or(0));
             plan.attach_addr = site.location.wrapping_add(from_location);
-            if self.use_bpf {
-                let fetch = plan.fetches();
-                plan.bpf_fetch = fetch.to_vec();
-                sampled.push(SampledSite {
-                    offset: uprobe.offset,
-                    ref_ctr_offset: uprobe.ref_ctr_offset,
-                    cookie: self.plans.len() as u64,
-                    fetch,
-                });
-                self.plans.push(plan);
-                continue;
-            }
-            let fetch = match plan.stack_bytes > 0 && self.kernel_fetch {
-                true => self.fetch_event(path, &uprobe, &plan),
-                false => None,
-            };
-            if let Some((_, fetch_plan)) = &fetch {
-                plan.fetch = Some(fetch_plan.clone());
-            }
-            for &cpu in cpus {
-                let fd = match &fetch {
-                    Some((id, _)) => self.open_fetch_event(*id, target, cpu),
-                    None => self.open(&uprobe, &plan, target, cpu),
-                }
-                .map_err(|e| attach_error(e, path, site, target))?;
-                self.ids.insert(event_id(&fd)?, self.plans.len());
-                self.fds.push(fd);
-                self.route(target, cpu)?;
-            }
             self.plans.push(plan);
+            chosen.push((site, uprobe));
         }
-        if sampled.is_empty() {
+        if chosen.is_empty() {
             return Ok(());
         }
-        if self.bpf.is_none() {
-            crate::tracefs::remove_stale_events();
-            let bytes = self.ring_pages as u64 * usdt_runtime::page_size();
-            self.bpf = Some(BpfSampling::new(bytes)?);
+        if self.engine.is_none() {
+            self.engine = Some(self.new_engine()?);
         }
-        if let Some(bpf) = &mut self.bpf {
-            let layout = bpf.attach(path, &sampled, target)?;
-            let first = sampled[0].cookie as usize;
-            for plan in &mut self.plans[first..] {
-                plan.bpf_layout = layout;
-            }
-        }
-        Ok(())
-    }
-
-    /// The fetch event for a site (made once per file offset and shared by
-    /// every thread), if tracefs takes it.
-    fn fetch_event(
-        &mut self,
-        path: &Path,
-        uprobe: &Uprobe<'_>,
-        plan: &Plan,
-    ) -> Option<(u64, FetchPlan)> {
-        let key = (path.to_path_buf(), uprobe.offset);
-        if let Some(found) = self.fetch_plans.get(&key) {
-            return found.clone();
-        }
-        let ref_ctr = uprobe
-            .ref_ctr_offset
-            .filter(|_| self.features.kernel_semaphores);
-        let event = FetchEvent::create(
-            path,
-            (plan.attach_addr, uprobe.offset),
-            ref_ctr,
-            &plan.args,
-            &plan.strings,
-            &plan.bytes,
-        );
-        // Every value, string and byte slice must have its field.
-        let complete = event.filter(|e| {
-            plan.args.iter().enumerate().all(|(i, a)| {
-                let constant = matches!(
-                    a.operand,
-                    Operand::Immediate(_) | Operand::Unreadable { .. }
-                );
-                (constant || e.values[i].is_some())
-                    && (!plan.strings[i] || e.strings[i].is_some())
-                    && (!plan.bytes.get(i).copied().unwrap_or(false) || e.bytes[i].is_some())
+        let samples: Vec<SampleSite<'_>> = chosen
+            .into_iter()
+            .zip(&self.plans[first..])
+            .enumerate()
+            .map(|(k, ((site, uprobe), plan))| SampleSite {
+                index: first + k,
+                site,
+                uprobe,
+                perf: SiteSampling {
+                    args: &plan.args,
+                    strings: &plan.strings,
+                    bytes: &plan.bytes,
+                    attach_addr: plan.attach_addr,
+                    regs_mask: plan.regs_mask,
+                    stack_bytes: plan.stack_bytes,
+                },
+                bpf: plan.fetches(),
             })
-        });
-        let found = complete.map(|e| {
-            let fetch = FetchPlan {
-                values: e.values.clone(),
-                strings: e.strings.clone(),
-                bytes: e.bytes.clone(),
-            };
-            let id = e.id;
-            self.fetch_events.push(e);
-            (id, fetch)
-        });
-        self.fetch_plans.insert(key, found.clone());
-        found
-    }
-
-    fn open_fetch_event(&self, id: u64, target: Target, cpu: i32) -> io::Result<OwnedFd> {
-        let mut attr = perf::attr(TYPE_TRACEPOINT);
-        attr.config = id;
-        attr.sample_period = 1;
-        attr.sample_type = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_RAW;
-        attr.set_disabled(1);
-        attr.set_use_clockid(1);
-        attr.set_watermark(1);
-        attr.wakeup_watermark = 1 << 20;
-        attr.clockid = libc::CLOCK_MONOTONIC;
-        // SAFETY: a tracepoint event's attributes point to nothing.
-        unsafe { perf_event_open(&attr, target, cpu) }
-    }
-
-    fn open(
-        &self,
-        uprobe: &Uprobe<'_>,
-        plan: &Plan,
-        target: Target,
-        cpu: i32,
-    ) -> io::Result<OwnedFd> {
-        open_uprobe(
-            &self.features,
-            uprobe,
-            target,
-            cpu,
-            |attr: &mut perf::Attr| {
-                attr.sample_period = 1;
-                attr.sample_type = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_REGS_USER;
-                attr.sample_regs_user = plan.regs_mask;
-                attr.set_disabled(1);
-                attr.set_use_clockid(1);
-                attr.clockid = libc::CLOCK_MONOTONIC;
-                if plan.stack_bytes > 0 {
-                    attr.sample_type |= SAMPLE_STACK_USER;
-                    attr.sample_stack_user = plan.stack_bytes;
-                    // Memory outside the stack copy is read after the fact: wake
-                    // the reader at every sample to keep that window short.
-                    attr.wakeup_events = 1;
-                } else {
-                    // Otherwise wake it when a quarter of the ring is full.
-                    attr.set_watermark(1);
-                    attr.wakeup_watermark = 1 << 20;
-                }
-            },
-        )
-    }
-
-    /// Sends the newest event's samples to the ring of its target and CPU,
-    /// mapping that ring from it if there is none yet.
-    fn route(&mut self, target: Target, cpu: i32) -> Result<(), Error> {
-        let index = self.fds.len() - 1;
-        let fd = &self.fds[index];
-        if let Some(slot) = self
-            .slots
-            .iter()
-            .find(|s| s.cpu == cpu && (cpu != -1 || s.target == target))
-        {
-            return perf::set_output(fd, &self.fds[slot.owner]).map_err(|source| Error::Os {
-                what: "sharing a perf ring buffer".into(),
-                source,
-            });
+            .collect();
+        match &mut self.engine {
+            Some(engine) => engine.attach(path, &samples, target),
+            None => Ok(()),
         }
-        let pages = match cpu {
-            -1 => self.ring_pages,
-            _ => (self.ring_pages / online_cpus().len().max(1)).max(MIN_CPU_RING_PAGES),
+    }
+
+    /// How to decode the hits of `site`: its string and byte-slice
+    /// arguments as asked for.
+    fn plan(&self, site: &Site) -> Result<Plan, Error> {
+        let probe = site.probe();
+        let marked = |globs: &[(String, usize)]| -> Vec<bool> {
+            (0..site.args.len())
+                .map(|i| globs.iter().any(|(g, n)| *n == i && glob_match(g, &probe)))
+                .collect()
         };
-        let ring = Ring::map(fd.as_fd(), pages)?;
-        self.slots.push(Slot {
-            target,
-            cpu,
-            owner: index,
-            ring,
-        });
-        Ok(())
+        Ok(Plan::new(site, marked(&self.strings), self.stack_bytes)?
+            .with_bytes(marked(&self.bytes), self.stack_bytes))
+    }
+
+    /// The engine asked for ([`Sampler::bpf`]).
+    fn new_engine(&self) -> Result<Box<dyn Engine>, Error> {
+        if !self.use_bpf {
+            return Ok(Box::new(PerfSampling::new(
+                self.ring_pages,
+                self.kernel_fetch,
+                self.per_cpu,
+                self.features,
+            )));
+        }
+        crate::engine::perf::tracefs::remove_stale_events();
+        let bytes = self.ring_pages as u64 * usdt_runtime::page_size();
+        Ok(Box::new(BpfSampling::new(bytes)?))
     }
 
     /// Waits up to `timeout` for a ring buffer to fill past its watermark,
@@ -546,10 +355,10 @@ impl Sampler {
     /// Returns how many hits were passed on.
     pub fn poll(&mut self, timeout: Duration, each: impl FnMut(Hit)) -> Result<usize, Error> {
         let mut fds: Vec<libc::pollfd> = self
-            .slots
-            .iter()
-            .map(|s| self.fds[s.owner].as_raw_fd())
-            .chain(self.bpf.as_ref().map(|b| b.fd().as_raw_fd()))
+            .engine
+            .as_ref()
+            .map_or(vec![], |e| e.poll_fds())
+            .into_iter()
             .map(|fd| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
@@ -557,12 +366,9 @@ impl Sampler {
             })
             .collect();
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: `fds` is a valid array of pollfd of the stated length.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
+        if let Err(e) = process::poll(&mut fds, ms) {
             if e.raw_os_error() != Some(libc::EINTR) {
-                return Err(Error::Os {
+                return Err(Error::Syscall {
                     what: "waiting for samples".into(),
                     source: e,
                 });
@@ -578,49 +384,26 @@ impl Sampler {
         let n = self.collect(true, each);
         // Every hit counts, sampled or not: what the events counted beyond
         // the hits decoded was lost.
-        let counted = self
-            .fds
-            .iter()
-            .map(|fd| read_count(fd).unwrap_or(0))
-            .fold(0u64, u64::wrapping_add);
-        self.lost = self.lost.max(counted.saturating_sub(self.seen));
+        let counted = self.engine.as_ref().and_then(|e| e.counted()).unwrap_or(0);
+        self.unsampled = self.unsampled.max(counted.saturating_sub(self.seen));
         n
     }
 
     fn collect(&mut self, all: bool, mut each: impl FnMut(Hit)) -> usize {
         let cutoff = monotonic_ns();
         let Sampler {
-            slots,
+            engine,
             plans,
-            ids,
-            lost,
             seen,
             pending,
-            bpf,
             ..
         } = self;
-        if let Some(bpf) = bpf {
-            bpf.drain(|record| {
+        if let Some(engine) = engine {
+            engine.drain(&mut |raw: Option<RawHit<'_>>| {
                 *seen += 1;
-                if let Some(hit) = decode_bpf_record(plans, record) {
-                    pending.push(hit);
+                if let Some((plan, raw)) = raw.and_then(|raw| Some((plans.get(raw.site)?, raw))) {
+                    pending.push(decode(plan, &raw));
                 }
-            });
-        }
-        for slot in slots.iter_mut() {
-            slot.ring.drain(|kind, record| match kind {
-                RECORD_SAMPLE => {
-                    *seen += 1;
-                    if let Some(hit) = decode_sample(plans, ids, record) {
-                        pending.push(hit);
-                    }
-                }
-                RECORD_LOST => {
-                    let mut f = Fields(&record[8..]);
-                    let _id = f.u64();
-                    *lost += f.u64().unwrap_or(0);
-                }
-                _ => {}
             });
         }
         pending.sort_by_key(|h| h.time_ns);
@@ -638,26 +421,8 @@ impl Sampler {
 
     /// The size in bytes of each ring buffer's data area.
     pub fn ring_bytes(&self) -> u64 {
-        match &self.bpf {
-            Some(bpf) => bpf.ring_bytes(),
-            None => self.slots.first().map_or(0, |s| s.ring.data_size()),
-        }
+        self.engine.as_ref().map_or(0, |e| e.ring_bytes())
     }
-}
-
-fn event_id(fd: &OwnedFd) -> Result<u64, Error> {
-    perf::id(fd).map_err(|source| Error::Os {
-        what: "reading a perf event's id".into(),
-        source,
-    })
-}
-
-/// The event's count: every hit, whether its sample was written or lost.
-fn read_count(fd: &OwnedFd) -> Option<u64> {
-    let mut buf = [0u8; 8];
-    // SAFETY: `buf` is 8 writable bytes; `fd` is an open perf event.
-    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    (n == 8).then(|| u64::from_ne_bytes(buf))
 }
 
 fn monotonic_ns() -> u64 {
@@ -740,14 +505,24 @@ mod tests {
         assert_eq!(plan.regs_mask, 1 | 1 << 5 | 1 << 7 | 1 << 16);
         assert_eq!(plan.stack_bytes, 64);
         let stack = [0u8, 0, 0, 0, 0, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff];
-        let regs = [0x1234, 0x1000, 0x1000, 0x80];
+        let mut regs = crate::raw::Regs::default();
+        for (reg, v) in [
+            (crate::Reg64::Rax, 0x1234),
+            (crate::Reg64::Rdi, 0x1000),
+            (crate::Reg64::Rsp, 0x1000),
+            (crate::Reg64::R8, 0x80),
+        ] {
+            regs.push(reg, v);
+        }
         let cx = Context {
             pid: 0,
             regs: &regs,
             sp: 0x1000,
             stack: &stack,
         };
-        let values: Vec<Value> = (0..4).map(|i| decode_arg(&plan, &cx, i)).collect();
+        let values: Vec<Value> = (0..4)
+            .map(|i| decode_arg(&plan, &cx, Default::default(), i))
+            .collect();
         assert_eq!(
             values,
             [

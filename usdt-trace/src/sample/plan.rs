@@ -5,12 +5,11 @@
 use std::sync::Arc;
 
 use super::{Hit, Value};
-use crate::bpf::sampling::{
-    ArgFetch, Layout, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, NO_REG, VALUE_MAX,
-};
 use crate::elf::arg::{Arg, Operand, Reg, Reg64};
 use crate::elf::note::Site;
-use crate::tracefs::Field;
+use crate::engine::bpf::sampling::{
+    ArgFetch, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, NO_REG, VALUE_MAX,
+};
 use crate::Error;
 
 /// perf's number of an x86-64 register (the sampler decodes x86-64
@@ -19,7 +18,6 @@ pub(super) fn perf_reg(reg: Reg64) -> Option<u32> {
     crate::arch::x86_64::register(reg).map(|r| r.perf)
 }
 pub(super) const PERF_REG_SP: u32 = crate::arch::x86_64::PERF_SP;
-pub(super) const PERF_REG_IP: u32 = crate::arch::x86_64::PERF_IP;
 
 /// How to decode the samples of one site.
 #[derive(Debug)]
@@ -36,25 +34,9 @@ pub(super) struct Plan {
     pub(super) regs_mask: u64,
     /// `sample_stack_user` (0: no stack copy).
     pub(super) stack_bytes: u32,
-    /// Read by the kernel at the hit (a fetch event): where each value and
-    /// string is in the raw record.
-    pub(super) fetch: Option<FetchPlan>,
     /// The link-time address of the uprobe: the sampled instruction pointer
     /// minus this is the load bias.
     pub(super) attach_addr: u64,
-    /// What the BPF sampling program reads per argument (empty with perf
-    /// events).
-    pub(super) bpf_fetch: Vec<ArgFetch>,
-    /// The layout of the BPF records of this site's link.
-    pub(super) bpf_layout: Layout,
-}
-
-/// The fields of a fetch event's raw record, per argument.
-#[derive(Clone, Debug)]
-pub(super) struct FetchPlan {
-    pub(super) values: Vec<Option<Field>>,
-    pub(super) strings: Vec<Option<Field>>,
-    pub(super) bytes: Vec<Option<Field>>,
 }
 
 impl Plan {
@@ -96,10 +78,7 @@ impl Plan {
             bytes: vec![],
             regs_mask: mask,
             stack_bytes: if memory { stack_bytes } else { 0 },
-            fetch: None,
             attach_addr: site.location,
-            bpf_fetch: vec![],
-            bpf_layout: Layout::default(),
         })
     }
 
@@ -186,11 +165,5 @@ impl Plan {
             name: self.name.clone(),
             args,
         }
-    }
-
-    /// The sampled value of perf register `n`.
-    pub(super) fn reg(&self, regs: &[u64], n: u32) -> u64 {
-        let slot = (self.regs_mask & ((1u64 << n) - 1)).count_ones() as usize;
-        regs.get(slot).copied().unwrap_or(0)
     }
 }

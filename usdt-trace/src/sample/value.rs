@@ -4,6 +4,14 @@
 use std::fmt;
 use std::sync::Arc;
 
+/// The longest string read for a string argument, in bytes (without its
+/// NUL): the same bound as the Rust probes' staged copies.
+pub const STRING_MAX: usize = 255;
+
+/// How many bytes of a byte-slice argument
+/// ([`Sampler::bytes_arg`](crate::Sampler::bytes_arg)) are read at the hit.
+pub const BYTES_FETCH: usize = 64;
+
 /// A decoded argument.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Value {
@@ -14,7 +22,7 @@ pub enum Value {
     Str {
         /// The bytes.
         bytes: Vec<u8>,
-        /// Whether it went on past [`STRING_MAX`](super::STRING_MAX) bytes (only those were read).
+        /// Whether it went on past [`STRING_MAX`] bytes (only those were read).
         truncated: bool,
     },
     /// Memory the argument points at could not be read (the address).

@@ -30,7 +30,7 @@ impl ProbeCounter {
             .collect();
         names.sort();
         names.dedup();
-        let features = crate::attach::features_for(point);
+        let features = crate::engine::features_for(point);
         let mut plan: Vec<(PathBuf, Vec<MultiSite>)> = vec![];
         for (path, sites) in files {
             let path = path.as_ref();

@@ -8,8 +8,8 @@ use std::sync::{mpsc, OnceLock};
 
 use super::asm::{exit, mov64_imm, R0};
 use super::program::load_program;
-use super::sys::{bpf_fd, LinkCreateAttr, BPF_LINK_CREATE, BPF_TRACE_UPROBE_MULTI};
 use super::BpfError;
+use crate::sys::bpf::{bpf_fd, LinkCreateAttr, BPF_LINK_CREATE, BPF_TRACE_UPROBE_MULTI};
 
 /// What uprobe_multi links can do on this kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,7 +101,7 @@ fn ask_the_kernel() -> UprobeMulti {
 }
 
 /// A link of `prog` at offset 0 of `path`, filtered to `pid` (0: none).
-fn link(prog: &OwnedFd, path: &CStr, pid: u32) -> std::io::Result<OwnedFd> {
+fn link(prog: &OwnedFd, path: &CStr, pid: u32) -> Result<OwnedFd, crate::sys::SyscallError> {
     let offsets = [0u64];
     let mut attr = LinkCreateAttr {
         prog_fd: prog.as_raw_fd() as u32,

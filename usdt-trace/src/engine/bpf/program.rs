@@ -7,16 +7,16 @@ use super::asm::{
     add64_imm, atomic_add64, call, exit, jeq_imm, load_map_fd, mov64_imm, mov64_reg, store32, Insn,
     R0, R1, R10, R2,
 };
-use super::sys::{bpf_fd, object_name, ProgLoadAttr, BPF_PROG_LOAD, BPF_PROG_TYPE_KPROBE};
-use super::sys::{
+use super::BpfError;
+use crate::sys::bpf::{bpf_fd, object_name, ProgLoadAttr, BPF_PROG_LOAD, BPF_PROG_TYPE_KPROBE};
+use crate::sys::bpf::{
     MapCreateAttr, BPF_MAP_CREATE, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_TRACE_UPROBE_MULTI,
 };
-use super::BpfError;
+use crate::sys::SyscallError;
 
-/// `bpf_map_lookup_elem(map, key)`.
-const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
-/// `bpf_get_attach_cookie(ctx)`: for a uprobe_multi link, the site's cookie.
-const BPF_FUNC_GET_ATTACH_COOKIE: i32 = 174;
+use crate::sys::bpf::helper::{
+    GET_ATTACH_COOKIE as BPF_FUNC_GET_ATTACH_COOKIE, MAP_LOOKUP_ELEM as BPF_FUNC_MAP_LOOKUP_ELEM,
+};
 
 /// The license the kernel is told; GPL-compatible, as some helpers require.
 const LICENSE: &[u8] = b"Dual MIT/GPL\0";
@@ -101,7 +101,7 @@ pub(crate) fn load_program(insns: &[Insn], name: &str) -> Result<OwnedFd, BpfErr
     }
 }
 
-fn load(insns: &[Insn], name: &str, log: Option<&mut [u8]>) -> std::io::Result<OwnedFd> {
+fn load(insns: &[Insn], name: &str, log: Option<&mut [u8]>) -> Result<OwnedFd, SyscallError> {
     let (log_level, log_size, log_buf) = match log {
         Some(buf) => (1, buf.len() as u32, buf.as_mut_ptr() as u64),
         None => (0, 0, 0),

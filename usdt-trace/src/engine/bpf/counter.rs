@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 
 use super::program::{create_counter_map, load_count_program};
 use super::support::{uprobe_multi_support, UprobeMulti};
-use super::sys::{bpf, bpf_fd, possible_cpus, LinkCreateAttr, MapElemAttr};
-use super::sys::{BPF_LINK_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_TRACE_UPROBE_MULTI};
 use super::BpfError;
-use crate::attach::{path_cstring, Uprobe};
+use crate::engine::{path_cstring, Uprobe};
+use crate::sys::bpf::{bpf, bpf_fd, LinkCreateAttr, MapElemAttr};
+use crate::sys::bpf::{BPF_LINK_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_TRACE_UPROBE_MULTI};
+use crate::sys::SyscallError;
 use crate::{AttachPoint, Error, KernelFeatures, Site, Target};
 
 /// The most sites one link takes (the kernel's `MAX_UPROBE_MULTI_CNT`).
@@ -75,10 +76,7 @@ pub struct MultiCounter {
 impl MultiCounter {
     /// A counter with `slots` counters (at least 1) and no sites attached.
     pub fn new(slots: u32) -> Result<MultiCounter, BpfError> {
-        let cpus = possible_cpus().map_err(|e| BpfError::Os {
-            what: "reading /sys/devices/system/cpu/possible".into(),
-            source: e,
-        })?;
+        let cpus = crate::cpus::possible_cpus().map_err(BpfError::Cpus)?;
         let map = create_counter_map(slots.max(1))?;
         let prog = load_count_program(map.as_fd())?;
         Ok(MultiCounter {
@@ -229,7 +227,7 @@ pub(super) fn per_cpu_values(
 }
 
 /// The error for a failed `BPF_LINK_CREATE`.
-fn link_error(e: std::io::Error, path: &Path, sites: usize, pid: u32) -> BpfError {
+fn link_error(e: SyscallError, path: &Path, sites: usize, pid: u32) -> BpfError {
     match e.raw_os_error() {
         Some(libc::ESRCH) => BpfError::NoProcess(pid),
         Some(libc::ENOENT | libc::EACCES | libc::ENOTDIR | libc::EBADF) => BpfError::File {
@@ -242,7 +240,7 @@ fn link_error(e: std::io::Error, path: &Path, sites: usize, pid: u32) -> BpfErro
             BpfError::Unsupported
         }
         _ => match BpfError::from_os("", e) {
-            BpfError::Os { source, .. } => BpfError::Os {
+            BpfError::Syscall { source, .. } => BpfError::Syscall {
                 what: format!("attaching {sites} sites of {}", path.display()),
                 source,
             },

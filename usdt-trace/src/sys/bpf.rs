@@ -9,27 +9,81 @@
 //! program built with Linux 6.1's `linux/bpf.h`, and for `uprobe_multi`, added
 //! in 6.6, the `pahole` layout of the 6.6 header).
 
-use std::io;
 use std::mem::{offset_of, size_of};
 use std::os::fd::{FromRawFd, OwnedFd};
 
+use aya_obj::generated::{bpf_attach_type, bpf_cmd, bpf_map_type, bpf_prog_type};
+
+use super::{syscall, Syscall, SyscallError};
+
+// The ABI numbers, from aya-obj's bindings generated from the kernel's
+// `include/uapi/linux/bpf.h`.
+
 /// `enum bpf_cmd`.
-pub(crate) const BPF_MAP_CREATE: libc::c_int = 0;
-pub(crate) const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
-pub(crate) const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
-pub(crate) const BPF_PROG_LOAD: libc::c_int = 5;
-pub(crate) const BPF_LINK_CREATE: libc::c_int = 28;
+pub(crate) const BPF_MAP_CREATE: libc::c_int = bpf_cmd::BPF_MAP_CREATE as libc::c_int;
+pub(crate) const BPF_MAP_LOOKUP_ELEM: libc::c_int = bpf_cmd::BPF_MAP_LOOKUP_ELEM as libc::c_int;
+pub(crate) const BPF_MAP_UPDATE_ELEM: libc::c_int = bpf_cmd::BPF_MAP_UPDATE_ELEM as libc::c_int;
+pub(crate) const BPF_PROG_LOAD: libc::c_int = bpf_cmd::BPF_PROG_LOAD as libc::c_int;
+pub(crate) const BPF_LINK_CREATE: libc::c_int = bpf_cmd::BPF_LINK_CREATE as libc::c_int;
 
 /// `enum bpf_map_type`: an array of values.
-pub(crate) const BPF_MAP_TYPE_ARRAY: u32 = 2;
+pub(crate) const BPF_MAP_TYPE_ARRAY: u32 = bpf_map_type::BPF_MAP_TYPE_ARRAY as u32;
 /// `enum bpf_map_type`: one value per CPU for each key.
-pub(crate) const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+pub(crate) const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = bpf_map_type::BPF_MAP_TYPE_PERCPU_ARRAY as u32;
 /// `enum bpf_map_type`: a ring buffer shared by every CPU (Linux 5.8).
-pub(crate) const BPF_MAP_TYPE_RINGBUF: u32 = 27;
+pub(crate) const BPF_MAP_TYPE_RINGBUF: u32 = bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32;
 /// `enum bpf_prog_type`: uprobe programs are kprobe programs.
-pub(crate) const BPF_PROG_TYPE_KPROBE: u32 = 2;
+pub(crate) const BPF_PROG_TYPE_KPROBE: u32 = bpf_prog_type::BPF_PROG_TYPE_KPROBE as u32;
 /// `enum bpf_attach_type` (Linux 6.6).
-pub(crate) const BPF_TRACE_UPROBE_MULTI: u32 = 48;
+pub(crate) const BPF_TRACE_UPROBE_MULTI: u32 = bpf_attach_type::BPF_TRACE_UPROBE_MULTI as u32;
+
+/// The helpers the programs call (`enum bpf_func_id`; aya-obj's bindings
+/// leave them out). Stable numbers, checked against the installed
+/// `linux/bpf.h` by a test.
+pub(crate) mod helper {
+    /// `bpf_map_lookup_elem(map, key)`.
+    pub(crate) const MAP_LOOKUP_ELEM: i32 = 1;
+    /// `bpf_ktime_get_ns()`.
+    pub(crate) const KTIME_GET_NS: i32 = 5;
+    /// `bpf_get_current_pid_tgid()`.
+    pub(crate) const GET_CURRENT_PID_TGID: i32 = 14;
+    /// `bpf_probe_read_user(dst, size, src)`.
+    pub(crate) const PROBE_READ_USER: i32 = 112;
+    /// `bpf_probe_read_user_str(dst, size, src)`.
+    pub(crate) const PROBE_READ_USER_STR: i32 = 114;
+    /// `bpf_ringbuf_reserve(ring, size, flags)`.
+    pub(crate) const RINGBUF_RESERVE: i32 = 131;
+    /// `bpf_ringbuf_submit(data, flags)`.
+    pub(crate) const RINGBUF_SUBMIT: i32 = 132;
+    /// `bpf_get_attach_cookie(ctx)`: for a uprobe_multi link, the site's
+    /// cookie.
+    pub(crate) const GET_ATTACH_COOKIE: i32 = 174;
+
+    /// Every helper, by its name in `linux/bpf.h`.
+    #[cfg(test)]
+    pub(crate) const ALL: [(&str, i32); 8] = [
+        ("BPF_FUNC_map_lookup_elem", MAP_LOOKUP_ELEM),
+        ("BPF_FUNC_ktime_get_ns", KTIME_GET_NS),
+        ("BPF_FUNC_get_current_pid_tgid", GET_CURRENT_PID_TGID),
+        ("BPF_FUNC_probe_read_user", PROBE_READ_USER),
+        ("BPF_FUNC_probe_read_user_str", PROBE_READ_USER_STR),
+        ("BPF_FUNC_ringbuf_reserve", RINGBUF_RESERVE),
+        ("BPF_FUNC_ringbuf_submit", RINGBUF_SUBMIT),
+        ("BPF_FUNC_get_attach_cookie", GET_ATTACH_COOKIE),
+    ];
+}
+
+/// The name of a `bpf(2)` command, for errors.
+pub(crate) fn command_name(cmd: libc::c_int) -> &'static str {
+    match cmd {
+        BPF_MAP_CREATE => "bpf(BPF_MAP_CREATE)",
+        BPF_MAP_LOOKUP_ELEM => "bpf(BPF_MAP_LOOKUP_ELEM)",
+        BPF_MAP_UPDATE_ELEM => "bpf(BPF_MAP_UPDATE_ELEM)",
+        BPF_PROG_LOAD => "bpf(BPF_PROG_LOAD)",
+        BPF_LINK_CREATE => "bpf(BPF_LINK_CREATE)",
+        _ => "bpf",
+    }
+}
 
 /// `BPF_MAP_CREATE`: the first fields of `union bpf_attr`'s map member.
 #[repr(C)]
@@ -158,28 +212,26 @@ unsafe impl Attr for MapElemAttr {}
 /// `attr` must be the struct for `cmd`, and every pointer in it must be valid
 /// for what the kernel does with it (reading a path or array, writing a value
 /// or log) until the call returns.
-pub(crate) unsafe fn bpf<A: Attr>(cmd: libc::c_int, attr: &mut A) -> io::Result<libc::c_long> {
+pub(crate) unsafe fn bpf<A: Attr>(cmd: libc::c_int, attr: &mut A) -> Result<i64, SyscallError> {
     // SAFETY: `attr` is `size_of::<A>()` bytes of a valid prefix of `union
     // bpf_attr` (trait `Attr`); the caller vouches for its pointers.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
+    unsafe {
+        syscall(Syscall::Bpf {
             cmd,
-            attr as *mut A,
-            size_of::<A>() as libc::c_uint,
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
+            attr: (attr as *mut A).cast(),
+            size: size_of::<A>() as u32,
+        })
     }
-    Ok(ret)
 }
 
 /// `bpf(2)` for a command that returns a new descriptor.
 ///
 /// # Safety
 /// As for [`bpf`].
-pub(crate) unsafe fn bpf_fd<A: Attr>(cmd: libc::c_int, attr: &mut A) -> io::Result<OwnedFd> {
+pub(crate) unsafe fn bpf_fd<A: Attr>(
+    cmd: libc::c_int,
+    attr: &mut A,
+) -> Result<OwnedFd, SyscallError> {
     // SAFETY: the caller's promise is passed on.
     let fd = unsafe { bpf(cmd, attr)? };
     // SAFETY: the kernel just returned this new descriptor; we own it.
@@ -195,22 +247,6 @@ pub(crate) fn object_name(name: &str) -> [u8; 16] {
     out
 }
 
-/// The number of possible CPUs (`/sys/devices/system/cpu/possible`, such as
-/// `0-3`): a per-CPU map holds one value for each.
-pub(crate) fn possible_cpus() -> io::Result<usize> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
-    crate::attach::parse_cpu_list(&text)
-        .into_iter()
-        .max()
-        .map(|last| last as usize + 1)
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("cannot read the CPU list \"{}\"", text.trim()),
-            )
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,7 +259,41 @@ mod tests {
     }
 
     #[test]
-    fn possible_cpus_are_read() {
-        assert!(possible_cpus().unwrap() >= 1);
+    fn helper_numbers_match_the_installed_header() {
+        // Generated by the C compiler from the installed uapi header, when
+        // there is one; the numbers never change once a helper exists.
+        let dir = std::env::temp_dir().join(format!("usdt-helpers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = String::from("#include <stdio.h>\n#include <linux/bpf.h>\nint main(void) {\n");
+        for (name, _) in helper::ALL {
+            c.push_str(&format!("printf(\"%d\\n\", (int){name});\n"));
+        }
+        c.push_str("return 0; }\n");
+        std::fs::write(dir.join("h.c"), c).unwrap();
+        let built = std::process::Command::new("cc")
+            .arg(dir.join("h.c"))
+            .arg("-o")
+            .arg(dir.join("h"))
+            .status();
+        if !built.is_ok_and(|s| s.success()) {
+            eprintln!("no C compiler or linux/bpf.h: helper numbers not checked");
+            return;
+        }
+        let out = std::process::Command::new(dir.join("h")).output().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let got: Vec<i32> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        let want: Vec<i32> = helper::ALL.iter().map(|(_, n)| *n).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn abi_numbers_are_the_kernel_s() {
+        assert_eq!((BPF_MAP_CREATE, BPF_PROG_LOAD, BPF_LINK_CREATE), (0, 5, 28));
+        assert_eq!(BPF_TRACE_UPROBE_MULTI, 48);
+        assert_eq!(BPF_MAP_TYPE_RINGBUF, 27);
+        assert_eq!(command_name(BPF_LINK_CREATE), "bpf(BPF_LINK_CREATE)");
     }
 }

@@ -27,7 +27,8 @@
 //!
 //! A link whose sites read no memory writes 192 bytes per hit.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 use super::asm::{
@@ -38,18 +39,20 @@ use super::asm::{
 use super::counter::{link_sites, per_cpu_values};
 use super::program::{create_counter_map, load_program};
 use super::ringbuf::RingBuf;
-use super::sys::{bpf, bpf_fd, possible_cpus, MapCreateAttr, MapElemAttr};
-use super::sys::{
+use super::BpfError;
+use crate::engine::{Engine, SampleSite};
+use crate::raw::{Fetched, Fields, RawHit};
+use crate::sys::bpf::{bpf, bpf_fd, MapCreateAttr, MapElemAttr};
+use crate::sys::bpf::{
     object_name, BPF_MAP_CREATE, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_RINGBUF, BPF_MAP_UPDATE_ELEM,
 };
-use super::BpfError;
 use crate::Target;
 
 /// The arguments a record has room for (a note may have more: those past
 /// it are read from the registers and the process).
 pub(crate) const ARGS: usize = usdt_runtime::MAX_ARGS;
 /// `struct pt_regs` of x86-64: 21 registers.
-pub(crate) const PT_REGS: usize = 21;
+pub(crate) const PT_REGS: usize = crate::arch::x86_64::PT_REGS;
 /// Where the registers start in a record.
 pub(crate) const REGS_AT: usize = 24;
 /// Where the per-argument slots start.
@@ -62,14 +65,14 @@ pub(crate) const VALUE_MAX: usize = 24;
 pub(crate) const DEREF: usize = 264;
 /// How many bytes of a string are read, its NUL included: one more than
 /// the longest kept, so that a longer one shows as cut.
-pub(crate) const STRING_READ: i32 = crate::sample::STRING_MAX as i32 + 2;
+pub(crate) const STRING_READ: i32 = crate::sample::value::STRING_MAX as i32 + 2;
 
 /// [`ArgFetch::kind`]: read `size` bytes at the address.
 pub(crate) const FETCH_VALUE: u8 = 1;
 /// [`ArgFetch::kind`]: read the string the value (or the address, without
 /// [`FETCH_VALUE`]) points at.
 pub(crate) const FETCH_STRING: u8 = 2;
-/// [`ArgFetch::kind`]: read [`BYTES_FETCH`](crate::sample::BYTES_FETCH)
+/// [`ArgFetch::kind`]: read [`BYTES_FETCH`](crate::sample::value::BYTES_FETCH)
 /// bytes where the value (or the address) points.
 pub(crate) const FETCH_BYTES: u8 = 4;
 /// [`ArgFetch::base`] and [`ArgFetch::index`]: no register.
@@ -175,15 +178,10 @@ impl Layout {
     }
 }
 
-// Helpers (`enum bpf_func_id`).
-const MAP_LOOKUP_ELEM: i32 = 1;
-const KTIME_GET_NS: i32 = 5;
-const GET_CURRENT_PID_TGID: i32 = 14;
-const PROBE_READ_USER: i32 = 112;
-const PROBE_READ_USER_STR: i32 = 114;
-const RINGBUF_RESERVE: i32 = 131;
-const RINGBUF_SUBMIT: i32 = 132;
-const GET_ATTACH_COOKIE: i32 = 174;
+use crate::sys::bpf::helper::{
+    GET_ATTACH_COOKIE, GET_CURRENT_PID_TGID, KTIME_GET_NS, MAP_LOOKUP_ELEM, PROBE_READ_USER,
+    PROBE_READ_USER_STR, RINGBUF_RESERVE, RINGBUF_SUBMIT,
+};
 
 /// The maps a sampling program uses, by descriptor.
 pub(crate) struct Maps {
@@ -323,13 +321,84 @@ fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
         a.jump(read);
         a.bind(bytes);
         a.push([
-            mov64_imm(R2, crate::sample::BYTES_FETCH as i32),
+            mov64_imm(R2, crate::sample::value::BYTES_FETCH as i32),
             call(PROBE_READ_USER),
         ]);
         a.bind(read);
         a.push([store32(R7, slot + VALUE_MAX as i16 + 4, R0)]);
     }
     a.bind(next);
+}
+
+/// One record (see the module documentation) as a raw hit: the registers
+/// by name, and per argument the value and the string or bytes the program
+/// read (what it could not read, a page not present, is left to the
+/// decoder).
+fn raw_hit<'a>(
+    sites: &HashMap<u64, (Layout, [ArgFetch; ARGS])>,
+    record: &'a [u8],
+) -> Option<RawHit<'a>> {
+    let mut f = Fields(record);
+    let cookie = f.u64()?;
+    let pid_tgid = f.u64()?;
+    let time_ns = f.u64()?;
+    let pt_regs = crate::arch::pt_regs(crate::Machine::X86_64)?;
+    let mut pt = [0u64; PT_REGS];
+    for r in pt.iter_mut().take(pt_regs.len) {
+        *r = f.u64()?;
+    }
+    let mut raw = RawHit {
+        site: usize::try_from(cookie).ok()?,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        time_ns,
+        ..RawHit::default()
+    };
+    for row in crate::arch::x86_64::REGISTERS {
+        if let Some(i) = (pt_regs.index)(row.perf) {
+            raw.regs.push(row.reg, pt[usize::from(i)]);
+        }
+    }
+    let Some((layout, fetch)) = sites.get(&cookie) else {
+        return Some(raw);
+    };
+    raw.fetched = fetch
+        .iter()
+        .enumerate()
+        .take(layout.slots)
+        .map(|(i, f)| fetched(record, layout, i, f))
+        .collect();
+    Some(raw)
+}
+
+/// What the program read for argument `i`.
+fn fetched<'a>(record: &'a [u8], layout: &Layout, i: usize, f: &ArgFetch) -> Fetched<'a> {
+    let Some(slot) = record.get(SLOTS_AT + i * SLOT..SLOTS_AT + (i + 1) * SLOT) else {
+        return Fetched::default();
+    };
+    if f.kind == 0 {
+        return Fetched::default();
+    }
+    let rc = |at: usize| i32::from_ne_bytes(slot[at..at + 4].try_into().unwrap_or_default());
+    let mut out = Fetched::default();
+    if f.kind & FETCH_VALUE != 0 {
+        if rc(VALUE_MAX) != 0 {
+            // Not read: the decoder computes and reads it itself.
+            return out;
+        }
+        out.value = Some(&slot[..usize::from(f.size).min(VALUE_MAX)]);
+    }
+    let room_at = layout.deref_at() + usize::from(f.deref_slot) * DEREF;
+    let read = rc(VALUE_MAX + 4);
+    if f.kind & FETCH_STRING != 0 {
+        // The length read, its NUL included.
+        out.pointed = usize::try_from(read - 1)
+            .ok()
+            .and_then(|len| record.get(room_at..room_at + len));
+    } else if f.kind & FETCH_BYTES != 0 && read == 0 {
+        out.pointed = record.get(room_at..room_at + crate::sample::value::BYTES_FETCH);
+    }
+    out
 }
 
 /// One uprobe_multi link with its program and descriptor array; closing
@@ -352,20 +421,16 @@ pub(crate) struct BpfSampling {
     ring_map: OwnedFd,
     lost: OwnedFd,
     cpus: usize,
+    /// What each site's records hold, by cookie.
+    sites: HashMap<u64, (Layout, [ArgFetch; ARGS])>,
 }
 
 impl BpfSampling {
     /// A ring of `bytes` (rounded up to a power of two of at least a page).
     pub(crate) fn new(bytes: u64) -> Result<BpfSampling, BpfError> {
-        let cpus = possible_cpus().map_err(|e| BpfError::Os {
-            what: "reading /sys/devices/system/cpu/possible".into(),
-            source: e,
-        })?;
+        let cpus = crate::cpus::possible_cpus().map_err(BpfError::Cpus)?;
         let size = bytes.max(usdt_runtime::page_size()).next_power_of_two();
-        let size32 = u32::try_from(size).map_err(|_| BpfError::Os {
-            what: format!("a ring buffer of {size} bytes"),
-            source: std::io::Error::from_raw_os_error(libc::E2BIG),
-        })?;
+        let size32 = u32::try_from(size).map_err(|_| BpfError::RingTooLarge { bytes: size })?;
         let mut attr = MapCreateAttr {
             map_type: BPF_MAP_TYPE_RINGBUF,
             max_entries: size32,
@@ -383,6 +448,7 @@ impl BpfSampling {
             ring_map,
             lost: create_counter_map(1)?,
             cpus,
+            sites: HashMap::new(),
         })
     }
 
@@ -390,14 +456,14 @@ impl BpfSampling {
     /// hits of `target` (every thread of a process, or every process).
     /// The sites' cookies must be consecutive from the first one's.
     /// Returns the layout of their records.
-    pub(crate) fn attach(
+    pub(crate) fn attach_sampled(
         &mut self,
         path: &Path,
         sites: &[SampledSite],
         target: Target,
-    ) -> Result<Layout, BpfError> {
+    ) -> Result<(), BpfError> {
         let Some(first) = sites.first() else {
-            return Ok(Layout::default());
+            return Ok(());
         };
         let layout = Layout::of(sites);
         let descriptors = self.descriptors(sites)?;
@@ -420,7 +486,10 @@ impl BpfSampling {
             _prog: prog,
             _descriptors: descriptors,
         });
-        Ok(layout)
+        for site in sites {
+            self.sites.insert(site.cookie, (layout, site.fetch));
+        }
+        Ok(())
     }
 
     /// The descriptor array of `sites`, one row per site in cookie order.
@@ -458,24 +527,48 @@ impl BpfSampling {
         }
         Ok(map)
     }
+}
 
-    /// The ring's descriptor, to wait on with `poll`.
-    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.ring_map.as_fd()
+impl Engine for BpfSampling {
+    /// One link for the sites (their indexes are the cookies).
+    fn attach(
+        &mut self,
+        path: &Path,
+        sites: &[SampleSite<'_>],
+        target: Target,
+    ) -> Result<(), crate::Error> {
+        let sampled: Vec<SampledSite> = sites
+            .iter()
+            .map(|s| SampledSite {
+                offset: s.uprobe.offset,
+                ref_ctr_offset: s.uprobe.ref_ctr_offset,
+                cookie: s.index as u64,
+                fetch: s.bpf,
+            })
+            .collect();
+        Ok(self.attach_sampled(path, &sampled, target)?)
     }
 
-    /// The ring's data size in bytes.
-    pub(crate) fn ring_bytes(&self) -> u64 {
+    fn drain(&mut self, each: &mut dyn FnMut(Option<RawHit<'_>>)) {
+        let BpfSampling { ring, sites, .. } = self;
+        ring.drain(|record| each(raw_hit(sites, record)));
+    }
+
+    /// The BPF program counts no hit it sampled.
+    fn counted(&self) -> Option<u64> {
+        None
+    }
+
+    fn poll_fds(&self) -> Vec<std::os::fd::RawFd> {
+        vec![self.ring_map.as_raw_fd()]
+    }
+
+    fn ring_bytes(&self) -> u64 {
         self.ring.size()
     }
 
-    /// Calls `each` with every record written so far.
-    pub(crate) fn drain(&mut self, each: impl FnMut(&[u8])) {
-        self.ring.drain(each);
-    }
-
     /// Hits not sampled because the ring was full.
-    pub(crate) fn lost(&self) -> u64 {
+    fn lost(&self) -> u64 {
         let mut values = vec![0u64; self.cpus];
         match per_cpu_values(self.lost.as_fd(), 0, &mut values, "reading the lost hits") {
             Ok(()) => values.iter().fold(0, |s, v| s.wrapping_add(*v)),
@@ -499,7 +592,7 @@ mod tests {
         assert_eq!(all.size(), 576 + 528);
         assert_eq!(Layout::default().size(), 192);
         const { assert!(STRING_READ as usize <= DEREF) };
-        const { assert!(crate::sample::BYTES_FETCH <= DEREF) };
+        const { assert!(crate::sample::value::BYTES_FETCH <= DEREF) };
         assert_eq!(ArgFetch::default().bytes()[2], NO_REG);
     }
 

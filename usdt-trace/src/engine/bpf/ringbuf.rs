@@ -17,9 +17,10 @@
 //! stores consumer_pos with Release once it is done with the records, which
 //! the kernel reads before reusing their space.
 
-use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::sys::{mem, SyscallError};
 
 /// The length bit of a record still being written.
 const BUSY: u32 = 1 << 31;
@@ -45,44 +46,20 @@ unsafe impl Send for RingBuf {}
 impl RingBuf {
     /// Maps the ring buffer map `fd` of `size` data bytes (the map's
     /// `max_entries`).
-    pub(crate) fn map(fd: BorrowedFd<'_>, size: u64) -> io::Result<RingBuf> {
+    pub(crate) fn map(fd: BorrowedFd<'_>, size: u64) -> Result<RingBuf, SyscallError> {
         let page = usdt_runtime::page_size() as usize;
-        // SAFETY: a fresh shared mapping of the map's consumer page, which
-        // the kernel lets the reader write.
-        let consumer = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if consumer == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the producer page and the data area twice, read-only, as
-        // the kernel lays them out from offset one page.
-        let producer = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                page + 2 * size as usize,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                page as libc::off_t,
-            )
-        };
-        if producer == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
-            // SAFETY: the mapping made above, used by nothing else.
-            unsafe { libc::munmap(consumer, page) };
-            return Err(e);
-        }
+        // The map's consumer page, which the kernel lets the reader write.
+        let consumer = mem::map_shared(fd, page, libc::PROT_READ | libc::PROT_WRITE, 0)?;
+        // The producer page and the data area twice, read-only, as the
+        // kernel lays them out from offset one page.
+        let producer = mem::map_shared(fd, page + 2 * size as usize, libc::PROT_READ, page as u64)
+            .inspect_err(|_| {
+                // SAFETY: the mapping made above, used by nothing else.
+                unsafe { mem::unmap(consumer, page) };
+            })?;
         Ok(RingBuf {
-            consumer: consumer.cast(),
-            producer: producer.cast(),
+            consumer,
+            producer,
             size,
             page,
         })
@@ -143,8 +120,8 @@ impl Drop for RingBuf {
     fn drop(&mut self) {
         // SAFETY: the two mappings made by `map`, with their lengths.
         unsafe {
-            libc::munmap(self.consumer.cast(), self.page);
-            libc::munmap(self.producer.cast(), self.page + 2 * self.size as usize);
+            mem::unmap(self.consumer, self.page);
+            mem::unmap(self.producer, self.page + 2 * self.size as usize);
         }
     }
 }

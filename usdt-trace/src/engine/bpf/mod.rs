@@ -22,11 +22,12 @@ mod program;
 mod ringbuf;
 pub(crate) mod sampling;
 mod support;
-mod sys;
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
+
+use crate::sys::SyscallError;
 
 pub use counter::{MultiCounter, MultiSite, MAX_SITES_PER_LINK};
 pub use probes::ProbeCounter;
@@ -54,7 +55,7 @@ pub enum BpfError {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: io::Error,
+        source: SyscallError,
     },
     /// More sites of one file than one uprobe_multi link takes.
     TooManySites {
@@ -77,22 +78,30 @@ pub enum BpfError {
         /// The path.
         path: PathBuf,
     },
+    /// The possible CPUs could not be read
+    /// (`/sys/devices/system/cpu/possible`).
+    Cpus(io::Error),
+    /// A ring buffer larger than a map takes.
+    RingTooLarge {
+        /// The size asked for, in bytes.
+        bytes: u64,
+    },
     /// Another failed system call.
-    Os {
+    Syscall {
         /// What was being done.
         what: String,
-        /// The error.
-        source: io::Error,
+        /// The call and the kernel's answer.
+        source: SyscallError,
     },
 }
 
 impl BpfError {
     /// The error for a failed `bpf(2)` call while doing `what`.
-    fn from_os(what: &str, e: io::Error) -> BpfError {
+    fn from_os(what: &str, e: SyscallError) -> BpfError {
         match e.raw_os_error() {
             Some(libc::EPERM) => BpfError::NotPermitted,
             Some(libc::ENOSYS) => BpfError::Unsupported,
-            _ => BpfError::Os {
+            _ => BpfError::Syscall {
                 what: what.into(),
                 source: e,
             },
@@ -117,7 +126,7 @@ impl fmt::Display for BpfError {
                 write!(f, "{} does not exist", path.display())
             }
             BpfError::File { path, source } => {
-                write!(f, "cannot attach to {}: {source}", path.display())
+                write!(f, "cannot attach to {}: {}", path.display(), source.io_error)
             }
             BpfError::TooManySites { path, sites, max } => write!(
                 f,
@@ -130,7 +139,11 @@ impl fmt::Display for BpfError {
             BpfError::NulInPath { path } => {
                 write!(f, "the path {} contains a NUL byte", path.display())
             }
-            BpfError::Os { what, source } => write!(f, "{what}: {source}"),
+            BpfError::Cpus(e) => write!(f, "reading /sys/devices/system/cpu/possible: {e}"),
+            BpfError::RingTooLarge { bytes } => {
+                write!(f, "a ring buffer of {bytes} bytes is larger than a BPF map takes")
+            }
+            BpfError::Syscall { what, source } => write!(f, "{what}: {}", source.io_error),
         }
     }
 }
@@ -138,24 +151,21 @@ impl fmt::Display for BpfError {
 impl std::error::Error for BpfError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            BpfError::File { source, .. } | BpfError::Os { source, .. } => Some(source),
+            BpfError::File { source, .. } | BpfError::Syscall { source, .. } => Some(source),
+            BpfError::Cpus(e) => Some(e),
             _ => None,
         }
     }
 }
 
 impl From<BpfError> for crate::Error {
+    /// Conditions every engine meets the same way (no such process, a NUL
+    /// in a path) become the crate's; the rest stays a BPF error, whole.
     fn from(e: BpfError) -> crate::Error {
         match e {
-            BpfError::NotPermitted => crate::Error::NotPermitted(e.to_string()),
             BpfError::NoProcess(pid) => crate::Error::NoProcess(pid),
-            BpfError::File { path, source } => crate::Error::Io { path, source },
-            BpfError::Os { what, source } => crate::Error::Os { what, source },
             BpfError::NulInPath { path } => crate::Error::NulInPath { path },
-            BpfError::Unsupported
-            | BpfError::Verifier { .. }
-            | BpfError::TooManySites { .. }
-            | BpfError::SlotOutOfRange { .. } => crate::Error::Invalid(e.to_string()),
+            e => crate::Error::Bpf(e),
         }
     }
 }
@@ -190,6 +200,8 @@ mod tests {
         assert!(matches!(e, crate::Error::NulInPath { path: p } if p == path));
         let e = crate::Error::from(BpfError::SlotOutOfRange { slot: 9, slots: 4 });
         assert_eq!(e.to_string(), "slot 9 is past the counter's 4 slots");
+        let e = crate::Error::from(BpfError::Unsupported);
+        assert!(matches!(e, crate::Error::Bpf(BpfError::Unsupported)));
         assert!(matches!(
             crate::Error::from(BpfError::NoProcess(7)),
             crate::Error::NoProcess(7)

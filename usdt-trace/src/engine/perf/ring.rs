@@ -19,13 +19,13 @@
 //! and publishing data_head; it stores data_tail with Release, which pairs
 //! with the kernel's read of data_tail before it reuses the space.
 
-use std::io;
 use std::mem::offset_of;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event_open_sys::bindings::{self, perf_event_mmap_page};
 
+use crate::sys::mem;
 use crate::Error;
 
 /// `PERF_RECORD_LOST`: `{ header; u64 id; u64 lost; }`.
@@ -65,29 +65,16 @@ impl Ring {
         let pages = pages.max(1).next_power_of_two();
         let page = page_size();
         let len = (pages + 1) * page;
-        // SAFETY: a fresh shared mapping of a perf event's descriptor; the
-        // kernel checks the length.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            let source = io::Error::last_os_error();
-            let what = format!("mapping a {} KiB perf ring buffer", pages * page / 1024);
-            return Err(match source.raw_os_error() {
-                Some(libc::EPERM) => Error::NotPermitted(format!(
-                    "{what} is not permitted (raise perf_event_mlock_kb or run as root)"
-                )),
-                _ => Error::Os { what, source },
-            });
-        }
-        let base = base.cast::<u8>();
+        let base =
+            mem::map_shared(fd, len, libc::PROT_READ | libc::PROT_WRITE, 0).map_err(|source| {
+                let what = format!("mapping a {} KiB perf ring buffer", pages * page / 1024);
+                match source.raw_os_error() {
+                    Some(libc::EPERM) => Error::NotPermitted(format!(
+                        "{what} is not permitted (raise perf_event_mlock_kb or run as root)"
+                    )),
+                    _ => Error::Syscall { what, source },
+                }
+            })?;
         // SAFETY: page 0 is the control page; these fields are u64 at fixed
         // offsets the kernel filled in before mmap returned.
         let (offset, size) = unsafe {
@@ -176,6 +163,6 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly the mapping made in `map`.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        unsafe { mem::unmap(self.base, self.len) };
     }
 }

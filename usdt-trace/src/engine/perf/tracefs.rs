@@ -128,7 +128,10 @@ fn definition(
             out.push(format!("s{i}=+0({f}):string"));
         }
         if is_bytes {
-            out.push(format!("b{i}=+0({f}):x8[{}]", crate::sample::BYTES_FETCH));
+            out.push(format!(
+                "b{i}=+0({f}):x8[{}]",
+                crate::sample::value::BYTES_FETCH
+            ));
         }
     }
     Some(out)
@@ -367,6 +370,14 @@ pub(crate) fn data_loc_string(raw: &[u8], field: Field) -> Option<&[u8]> {
     }
     let bytes = raw.get(offset..offset + len)?;
     Some(bytes.strip_suffix(&[0]).unwrap_or(bytes))
+}
+
+/// The fields of a fetch event's raw record, per argument.
+#[derive(Clone, Debug)]
+pub(crate) struct FetchPlan {
+    pub(crate) values: Vec<Option<Field>>,
+    pub(crate) strings: Vec<Option<Field>>,
+    pub(crate) bytes: Vec<Option<Field>>,
 }
 
 #[cfg(test)]

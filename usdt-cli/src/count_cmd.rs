@@ -1,0 +1,194 @@
+//! `usdt count`: hits per probe, printed at the end (and every interval),
+//! for a command it starts, a running process, or every process of a file.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use usdt_trace::{escape, escape_name, process_alive, Counter, Error, Picked, Session, Target};
+
+use crate::args::CountArgs;
+use crate::count_engine::{Engine, ENGINE_ENV};
+use crate::error::CliError;
+use crate::{
+    catch_signals, finish_command, interrupted, not_attached, open_session, print_notices,
+    raise_fd_limit, select, session_name, warn_next, write_error, Opts,
+};
+
+pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
+    catch_signals();
+    let opts = Opts::from(args);
+    raise_fd_limit();
+    // clap lets exactly one of -p, --all and COMMAND through.
+    let mut session = open_session(&opts)?;
+    let what = session_name(&session);
+    let matched = select(session.objects(), &opts.operands, &what)?;
+    warn_next(opts.attach, session.objects(), &opts.operands);
+    let engine = Engine::chosen(opts.engine, ENGINE_ENV)?;
+    let command = session.exec_path().is_some();
+    if command {
+        session.spawn()?;
+    }
+    let picked = engine.for_counting(session.target());
+    // A command not started is killed when the session is dropped.
+    let Some(counter) = attach(&picked, &session, &opts)? else {
+        return Ok(interrupted().map_or(130, |sig| 128 + sig));
+    };
+    let target = session.target();
+    let mut counting = Counting {
+        parts: vec![counter],
+        picked,
+        point: opts.attach,
+        follows_maps: target != Target::AllProcesses,
+        session,
+    };
+    if command {
+        return count_command(counting, &opts);
+    }
+    // Only now is every site counting (the kernel raises semaphores a little
+    // earlier, while it registers the uprobes).
+    match target {
+        Target::Pid(pid) => {
+            eprintln!("usdt: counting {matched} sites of process {pid}; Ctrl-C prints the counts")
+        }
+        Target::AllProcesses => eprintln!(
+            "usdt: counting {matched} sites in every process of {what}; Ctrl-C prints the counts"
+        ),
+    }
+    let end = opts.duration.map(|d| Instant::now() + d);
+    watch(&mut counting, opts.interval, |_| {
+        let alive = match target {
+            Target::Pid(pid) => process_alive(pid),
+            Target::AllProcesses => true,
+        };
+        Ok(alive && end.is_none_or(|end| Instant::now() < end))
+    })?;
+    Ok(interrupted().map_or(0, |sig| 128 + sig))
+}
+
+/// Runs the paused command with the uprobes in place; returns its exit
+/// code.
+fn count_command(mut counting: Counting, opts: &Opts) -> Result<i32, CliError> {
+    counting.session.start()?;
+    let mut status = None;
+    let watched = watch(&mut counting, opts.interval, |session| {
+        if let Some(child) = session.child() {
+            status = child.try_wait()?;
+        }
+        Ok(status.is_none())
+    });
+    // Detach before waiting for the command.
+    counting.parts.clear();
+    match counting.session.child() {
+        Some(child) => finish_command(child, status, watched),
+        None => watched.map(|()| 0),
+    }
+}
+
+/// Attaches to the sites that match the globs with the engine `picked`:
+/// `None` when a signal stopped it (what was attached is detached again).
+fn attach(picked: &Picked, session: &Session, opts: &Opts) -> Result<Option<Counter>, CliError> {
+    let files = session.matched();
+    match Counter::attach(picked, &files, opts.attach, session.target(), &|| {
+        interrupted().is_some()
+    }) {
+        // Ctrl-C reaches the paused command too: it is gone because of the
+        // signal, not a failure of ours.
+        Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(None),
+        other => Ok(other?),
+    }
+}
+
+/// The counters of one `count` run: those attached at the start, and one
+/// more for each object with matching probes that the process maps later
+/// (a library it loads with `dlopen`), found by the session.
+struct Counting {
+    parts: Vec<Counter>,
+    picked: Picked,
+    point: usdt_trace::AttachPoint,
+    /// Whether to attach to objects the process maps later (not for every
+    /// process of a file, which are all counted already).
+    follows_maps: bool,
+    session: Session,
+}
+
+impl Counting {
+    /// Attaches to the objects with matching probes that the process has
+    /// mapped since the last look, saying so in one line each.
+    fn poll(&mut self) {
+        if !self.follows_maps {
+            return;
+        }
+        let found = self.session.new_objects();
+        print_notices(&mut self.session);
+        for object in found {
+            let shown = escape(&object.mapped);
+            let files = [(object.open_path, object.sites.iter().collect())];
+            match Counter::attach(
+                &self.picked,
+                &files,
+                self.point,
+                self.session.target(),
+                &|| interrupted().is_some(),
+            ) {
+                Ok(Some(counter)) => {
+                    eprintln!(
+                        "usdt: {shown} was mapped after the start: counting its {} sites",
+                        object.sites.len()
+                    );
+                    self.parts.push(counter);
+                }
+                Ok(None) => return,
+                Err(e) => not_attached(Path::new(&object.mapped), &e),
+            }
+        }
+    }
+
+    /// Hits per probe over every part.
+    fn probe_counts(&self) -> Result<BTreeMap<String, u64>, CliError> {
+        let mut counts = BTreeMap::new();
+        for part in &self.parts {
+            for (probe, n) in part.probe_counts()? {
+                *counts.entry(probe).or_insert(0) += n;
+            }
+        }
+        Ok(counts)
+    }
+}
+
+/// Prints counts every `interval` and once more when `running` says the
+/// target is gone or on a signal; meanwhile attaches to objects the process
+/// maps later.
+fn watch(
+    counter: &mut Counting,
+    interval: Option<Duration>,
+    mut running: impl FnMut(&mut Session) -> Result<bool, CliError>,
+) -> Result<(), CliError> {
+    let mut next = interval.map(|i| Instant::now() + i);
+    while interrupted().is_none() && running(&mut counter.session)? {
+        counter.poll();
+        std::thread::sleep(Duration::from_millis(20));
+        if let (Some(at), Some(i)) = (next, interval) {
+            if Instant::now() >= at {
+                print_counts(counter)?;
+                writeln!(std::io::stdout()).map_err(write_error)?;
+                next = Some(at + i);
+            }
+        }
+    }
+    print_counts(counter)
+}
+
+/// `provider:name count` per probe, names escaped.
+fn print_counts(counter: &Counting) -> Result<(), CliError> {
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for (probe, n) in counter.probe_counts()? {
+        *counts.entry(escape_name(&probe).into_owned()).or_insert(0) += n;
+    }
+    let mut out = std::io::stdout().lock();
+    for (probe, n) in counts {
+        writeln!(out, "{probe} {n}").map_err(write_error)?;
+    }
+    out.flush().map_err(write_error)
+}

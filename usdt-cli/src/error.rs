@@ -1,0 +1,106 @@
+//! What only the command knows can go wrong: its own conditions (no probes,
+//! no match, a bad `--str`), a failed write of its output, and the library's
+//! errors as they are.
+
+use std::fmt;
+use std::io;
+
+/// An error of the `usdt` command.
+#[derive(Debug)]
+pub(crate) enum CliError {
+    /// The library failed.
+    Trace(usdt_trace::Error),
+    /// Writing the output failed (a closed pipe ends quietly).
+    Output(io::Error),
+    /// A file or process with no probes (`what` names it, escaped).
+    NoProbes { what: String },
+    /// A process that maps no file with probes.
+    NoProcessProbes { pid: u32 },
+    /// No probe matches the globs; the closest names (escaped).
+    NoMatch {
+        what: String,
+        globs: String,
+        closest: Vec<String>,
+    },
+    /// A file that is not ELF (`name` escaped).
+    NotElf { name: String },
+    /// A file whose probes could not be read (`name` escaped).
+    Read {
+        name: String,
+        source: usdt_trace::Error,
+    },
+    /// `--str GLOB:N` whose glob matches no traced probe.
+    StrMatchesNothing { glob: String, n: usize },
+    /// `--str GLOB:N` past the arguments of the probes it matches.
+    StrPastArgs {
+        glob: String,
+        n: usize,
+        probe: String,
+        args: usize,
+    },
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Trace(e) => e.fmt(f),
+            CliError::Output(e) => write!(f, "writing the output: {e}"),
+            CliError::NoProbes { what } => write!(f, "{what} has no probes"),
+            CliError::NoProcessProbes { pid } => {
+                write!(f, "process {pid} maps no file with probes")
+            }
+            CliError::NoMatch {
+                what,
+                globs,
+                closest,
+            } => write!(
+                f,
+                "no probe of {what} matches {globs}; the closest are {}",
+                closest.join(", ")
+            ),
+            CliError::NotElf { name } => write!(f, "{name} is not an ELF file"),
+            CliError::Read { name, source } => write!(f, "{name}: {source}"),
+            CliError::StrMatchesNothing { glob, n } => {
+                write!(f, "--str {glob}:{n} matches no traced probe")
+            }
+            CliError::StrPastArgs {
+                glob,
+                n,
+                probe,
+                args,
+            } => write!(
+                f,
+                "--str {glob}:{n} names argument {n}, but {probe} has {args} arguments (counted from 0)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CliError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CliError::Trace(e) | CliError::Read { source: e, .. } => Some(e),
+            CliError::Output(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<usdt_trace::Error> for CliError {
+    fn from(e: usdt_trace::Error) -> CliError {
+        CliError::Trace(e)
+    }
+}
+
+impl From<usdt_trace::bpf::BpfError> for CliError {
+    fn from(e: usdt_trace::bpf::BpfError) -> CliError {
+        CliError::Trace(e.into())
+    }
+}
+
+impl CliError {
+    /// Whether stdout was closed under us (then exit as SIGPIPE would).
+    pub(crate) fn is_broken_pipe(&self) -> bool {
+        matches!(self, CliError::Output(e) if e.kind() == io::ErrorKind::BrokenPipe)
+    }
+}

@@ -1,0 +1,470 @@
+//! A [`Session`] owns what is traced: a command it starts paused, a
+//! running process, or every process that runs a file; the ELF objects
+//! with probes it found for them; the threads and the objects that appear
+//! later; and a way to be cancelled.
+//!
+//! - A command's objects are its program and the libraries the dynamic
+//!   loader will load (its dynamic section and `ld.so.cache`,
+//!   [`shared_libraries`](crate::shared_libraries)); a process's are the
+//!   files it maps (`/proc/PID/maps`, [`read_process`](crate::read_process)).
+//! - Libraries loaded later (`dlopen`) are found by reading the mappings
+//!   again ([`Session::new_objects`]), threads started later by reading
+//!   `/proc/PID/task` ([`Session::new_threads`]).
+//! - What the session met but did not fail on (a file it could not read, a
+//!   malformed note it skipped) is kept as [`Notice`]s for the caller to
+//!   say.
+//! - A command not started when the session is dropped is killed and
+//!   reaped: an interrupted attach leaves nothing behind.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::command::{resolve_program, PausedCommand};
+use crate::elf::arg::Machine;
+use crate::elf::note::{read_file_probes, ElfProbes, Site, SkippedNote};
+use crate::engine::Target;
+use crate::glob::glob_match;
+use crate::ldso::shared_libraries;
+use crate::process::{process_threads, read_maps, read_process};
+use crate::Error;
+
+/// Files and their sites: the path to open, and the sites in it.
+pub type Objects = Vec<(PathBuf, Vec<Site>)>;
+
+/// How often a traced process's mappings are read for new objects.
+const MAPS_POLL: Duration = Duration::from_millis(100);
+
+/// Something a session met and went on from.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Notice {
+    /// A note of `path` was malformed as a whole and skipped.
+    Skipped {
+        /// The file (as the process maps it, or as given).
+        path: PathBuf,
+        /// The note.
+        note: SkippedNote,
+    },
+    /// The probes of `path` could not be read: they are not attached.
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: Error,
+    },
+}
+
+/// An object a process mapped after the session started.
+#[derive(Debug)]
+pub struct NewObject {
+    /// The path to open (through `/proc/PID/root`).
+    pub open_path: PathBuf,
+    /// The path as the process maps it.
+    pub mapped: String,
+    /// Its sites that match the session's globs.
+    pub sites: Vec<Site>,
+}
+
+/// What a session traces.
+#[derive(Debug)]
+enum Kind {
+    Command {
+        argv: Vec<OsString>,
+        exec_path: PathBuf,
+        child: Option<PausedCommand>,
+        started: bool,
+    },
+    Process(u32),
+    Binary(PathBuf),
+}
+
+/// The targets of a trace and the objects found for them; see the module
+/// documentation.
+#[derive(Debug)]
+pub struct Session {
+    kind: Kind,
+    objects: Objects,
+    machines: Vec<Machine>,
+    globs: Vec<String>,
+    notices: Vec<Notice>,
+    /// The inodes of the files already looked at.
+    seen_files: BTreeSet<u64>,
+    next_maps_poll: Instant,
+    threads: BTreeSet<u32>,
+    cancel: Option<fn() -> bool>,
+}
+
+impl Session {
+    /// A command (`argv[0]` found in `PATH` when it has no `/`), not
+    /// started yet: its program and the shared libraries it will load.
+    pub fn command(argv: &[OsString]) -> Result<Session, Error> {
+        let Some(first) = argv.first() else {
+            return Err(Error::ProgramNotFound {
+                program: PathBuf::new(),
+            });
+        };
+        let exec_path = resolve_program(Path::new(first))?;
+        let program = absolute(&exec_path);
+        let mut session = Session::new(Kind::Command {
+            argv: argv.to_vec(),
+            exec_path,
+            child: None,
+            started: false,
+        });
+        let probes = read_file(&program)?;
+        session.add(program.clone(), probes);
+        for lib in shared_libraries(&program) {
+            match read_file_probes(&lib) {
+                Ok(probes) => session.add(lib, probes),
+                Err(error) => session
+                    .notices
+                    .push(Notice::Unreadable { path: lib, error }),
+            }
+        }
+        Ok(session)
+    }
+
+    /// A running process: every file it maps that has probes.
+    pub fn process(pid: u32) -> Result<Session, Error> {
+        let mut session = Session::new(Kind::Process(pid));
+        for object in read_process(pid)? {
+            match object.probes {
+                Ok(probes) => {
+                    session.notices.extend(skipped(&object.path, &probes));
+                    session.machines.push(probes.machine);
+                    session.objects.push((object.open_path, probes.sites));
+                }
+                Err(error) => session.notices.push(Notice::Unreadable {
+                    path: object.path,
+                    error,
+                }),
+            }
+        }
+        session.remember_files();
+        Ok(session)
+    }
+
+    /// Every process that runs (or maps) the file at `path`.
+    pub fn binary(path: &Path) -> Result<Session, Error> {
+        let path = absolute(path);
+        let mut session = Session::new(Kind::Binary(path.clone()));
+        let probes = read_file(&path)?;
+        session.add(path, probes);
+        Ok(session)
+    }
+
+    fn new(kind: Kind) -> Session {
+        Session {
+            kind,
+            objects: vec![],
+            machines: vec![],
+            globs: vec![],
+            notices: vec![],
+            seen_files: BTreeSet::new(),
+            next_maps_poll: Instant::now(),
+            threads: BTreeSet::new(),
+            cancel: None,
+        }
+    }
+
+    fn add(&mut self, path: PathBuf, probes: ElfProbes) {
+        self.notices.extend(skipped(&path, &probes));
+        self.machines.push(probes.machine);
+        self.objects.push((path, probes.sites));
+    }
+
+    /// Only the probes (`provider:name`) that match one of `globs` (every
+    /// probe when there are none).
+    pub fn globs(mut self, globs: &[String]) -> Session {
+        self.globs = globs.to_vec();
+        self
+    }
+
+    /// Asks `cancelled` before each step of a long attach: when it says so,
+    /// [`Session::cancelled`] is true and attaching stops.
+    pub fn cancel_when(mut self, cancelled: fn() -> bool) -> Session {
+        self.cancel = Some(cancelled);
+        self
+    }
+
+    /// Whether the session was cancelled.
+    pub fn cancelled(&self) -> bool {
+        self.cancel.is_some_and(|c| c())
+    }
+
+    /// Whether `site` is one of the probes asked for.
+    pub fn wants(&self, site: &Site) -> bool {
+        let probe = site.probe();
+        self.globs.is_empty() || self.globs.iter().any(|g| glob_match(g, &probe))
+    }
+
+    /// The objects found, with all their sites.
+    pub fn objects(&self) -> &Objects {
+        &self.objects
+    }
+
+    /// The machines of the objects (one entry per object).
+    pub fn machines(&self) -> &[Machine] {
+        &self.machines
+    }
+
+    /// Each object with the sites the globs match.
+    pub fn matched(&self) -> Vec<(PathBuf, Vec<&Site>)> {
+        self.objects
+            .iter()
+            .map(|(path, sites)| {
+                (
+                    path.clone(),
+                    sites.iter().filter(|s| self.wants(s)).collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// Whose hits to see: the process (or started command), or every
+    /// process of the binary. A command not spawned yet is pid 0.
+    pub fn target(&self) -> Target {
+        match &self.kind {
+            Kind::Process(pid) => Target::Pid(*pid),
+            Kind::Command { child, .. } => Target::Pid(child.as_ref().map_or(0, |c| c.pid())),
+            Kind::Binary(_) => Target::AllProcesses,
+        }
+    }
+
+    /// The program a command runs, as found in `PATH` (not canonicalized).
+    pub fn exec_path(&self) -> Option<&Path> {
+        match &self.kind {
+            Kind::Command { exec_path, .. } => Some(exec_path),
+            _ => None,
+        }
+    }
+
+    /// The file whose every process is traced.
+    pub fn binary_path(&self) -> Option<&Path> {
+        match &self.kind {
+            Kind::Binary(path) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Forks the command, paused before it runs its program, with argv\[0\]
+    /// as given; returns its pid. A command spawned already keeps its pid.
+    pub fn spawn(&mut self) -> Result<u32, Error> {
+        let Kind::Command {
+            argv,
+            exec_path,
+            child,
+            ..
+        } = &mut self.kind
+        else {
+            return Err(Error::AlreadyStarted);
+        };
+        if let Some(child) = child {
+            return Ok(child.pid());
+        }
+        let paused = PausedCommand::spawn_as(exec_path, &argv[0], &argv[1..])?;
+        let pid = paused.pid();
+        *child = Some(paused);
+        self.threads.insert(pid);
+        self.remember_files();
+        Ok(pid)
+    }
+
+    /// The command, once spawned.
+    pub fn child(&mut self) -> Option<&mut PausedCommand> {
+        match &mut self.kind {
+            Kind::Command { child, .. } => child.as_mut(),
+            _ => None,
+        }
+    }
+
+    /// Lets the paused command run its program.
+    pub fn start(&mut self) -> Result<(), Error> {
+        let Kind::Command { child, started, .. } = &mut self.kind else {
+            return Err(Error::AlreadyStarted);
+        };
+        let child = child.as_mut().ok_or(Error::AlreadyStarted)?;
+        child.start()?;
+        *started = true;
+        Ok(())
+    }
+
+    /// What the session met and went on from, since the last call.
+    pub fn take_notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// The threads of the traced process not returned before (the first
+    /// call returns every thread): a uprobe perf event samples only its
+    /// own thread.
+    pub fn new_threads(&mut self) -> Vec<u32> {
+        let Target::Pid(pid) = self.target() else {
+            return vec![];
+        };
+        let tids = process_threads(pid).unwrap_or_default();
+        tids.into_iter()
+            .filter(|t| self.threads.insert(*t))
+            .collect()
+    }
+
+    /// Marks `tid` as attached already.
+    pub fn add_thread(&mut self, tid: u32) -> bool {
+        self.threads.insert(tid)
+    }
+
+    /// The threads returned so far.
+    pub fn threads(&self) -> &BTreeSet<u32> {
+        &self.threads
+    }
+
+    /// The files the process mapped since the last look (none until
+    /// 100 ms have passed) that have sites the globs match; they join
+    /// [`Session::objects`]. A file that cannot be read is a
+    /// [`Notice::Unreadable`].
+    pub fn new_objects(&mut self) -> Vec<NewObject> {
+        let Target::Pid(pid) = self.target() else {
+            return vec![];
+        };
+        if Instant::now() < self.next_maps_poll {
+            return vec![];
+        }
+        self.next_maps_poll = Instant::now() + MAPS_POLL;
+        let Ok(maps) = read_maps(pid) else {
+            return vec![]; // gone: the caller notices
+        };
+        let mut found = vec![];
+        for m in maps {
+            if m.inode == 0 || !m.path.starts_with('/') || !self.seen_files.insert(m.inode) {
+                continue;
+            }
+            let open_path = PathBuf::from(format!("/proc/{pid}/root{}", m.path));
+            let probes = match read_file_probes(&open_path) {
+                Ok(p) => p,
+                Err(Error::NotElf) => continue,
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::InvalidInput =>
+                {
+                    continue
+                }
+                Err(error) => {
+                    self.notices.push(Notice::Unreadable {
+                        path: m.path.into(),
+                        error,
+                    });
+                    continue;
+                }
+            };
+            self.notices.extend(skipped(Path::new(&m.path), &probes));
+            let sites: Vec<Site> = probes.sites.into_iter().filter(|s| self.wants(s)).collect();
+            if !sites.is_empty() {
+                self.machines.push(probes.machine);
+                self.objects.push((open_path.clone(), sites.clone()));
+                found.push(NewObject {
+                    open_path,
+                    mapped: m.path,
+                    sites,
+                });
+            }
+        }
+        found
+    }
+
+    /// The inodes of the objects found so far: mapped files with these
+    /// are not new.
+    fn remember_files(&mut self) {
+        let inodes: Vec<u64> = self
+            .objects
+            .iter()
+            .filter_map(|(path, _)| std::fs::metadata(path).ok())
+            .map(|m| m.ino())
+            .collect();
+        self.seen_files.extend(inodes);
+    }
+}
+
+impl Drop for Session {
+    /// A command spawned but never started is killed and reaped.
+    fn drop(&mut self) {
+        if let Kind::Command {
+            child,
+            started: false,
+            ..
+        } = &mut self.kind
+        {
+            if let Some(child) = child.take() {
+                child.kill();
+            }
+        }
+    }
+}
+
+/// The probes of a file, with errors that name it.
+fn read_file(path: &Path) -> Result<ElfProbes, Error> {
+    read_file_probes(path).map_err(|e| match e {
+        Error::Io { .. } => e,
+        e => Error::File {
+            path: path.into(),
+            source: Box::new(e),
+        },
+    })
+}
+
+fn skipped(path: &Path, probes: &ElfProbes) -> Vec<Notice> {
+    probes
+        .skipped
+        .iter()
+        .map(|note| Notice::Skipped {
+            path: path.into(),
+            note: note.clone(),
+        })
+        .collect()
+}
+
+/// The file to read and attach to: symlinks resolved (the kernel attaches
+/// to the file itself).
+fn absolute(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_is_found_with_its_objects_and_never_left_paused() {
+        let argv = [OsString::from("true")];
+        let mut session = Session::command(&argv).unwrap();
+        assert!(!session.objects().is_empty());
+        assert_eq!(session.machines().len(), session.objects().len());
+        let pid = session.spawn().unwrap();
+        assert_eq!(session.target(), Target::Pid(pid));
+        assert_eq!(session.spawn().unwrap(), pid, "spawned once");
+        drop(session);
+        // Killed and reaped: no such process any more.
+        assert!(!crate::process_alive(pid));
+    }
+
+    #[test]
+    fn what_cannot_be_found_is_an_error_value() {
+        let argv = [OsString::from("no-such-program-usdt")];
+        assert!(matches!(
+            Session::command(&argv),
+            Err(Error::ProgramNotFound { .. })
+        ));
+        assert!(matches!(
+            Session::binary(Path::new("/proc/self/status")),
+            Err(Error::File { .. })
+        ));
+        assert!(Session::command(&[]).is_err());
+    }
+
+    #[test]
+    fn every_process_of_a_binary_is_the_target() {
+        let session = Session::binary(Path::new("/proc/self/exe")).unwrap();
+        assert_eq!(session.target(), Target::AllProcesses);
+        assert!(session.binary_path().is_some());
+    }
+}

@@ -1,0 +1,171 @@
+//! A kernel for unit tests: while [`with`] runs, every [`Syscall`] made on
+//! this thread goes to the test's function instead, which answers with a
+//! value or an `errno` (or `None`: make the real call).
+
+use std::cell::RefCell;
+
+use super::Syscall;
+
+type Fake = Box<dyn FnMut(&Syscall<'_>) -> Option<Result<i64, i32>>>;
+
+thread_local! {
+    static FAKE: RefCell<Option<Fake>> = const { RefCell::new(None) };
+}
+
+/// Runs `body` with `fake` answering this thread's system calls.
+pub(crate) fn with<R>(
+    fake: impl FnMut(&Syscall<'_>) -> Option<Result<i64, i32>> + 'static,
+    body: impl FnOnce() -> R,
+) -> R {
+    let previous = FAKE.with(|f| f.borrow_mut().replace(Box::new(fake)));
+    let result = body();
+    FAKE.with(|f| *f.borrow_mut() = previous);
+    result
+}
+
+/// The fake's answer to `call`, if a fake is in place and answers it.
+pub(super) fn answer(call: &Syscall<'_>) -> Option<Result<i64, i32>> {
+    FAKE.with(|f| f.borrow_mut().as_mut().and_then(|fake| fake(call)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::perf::counter::PerfCounter;
+    use crate::{AttachPoint, Error, KernelFeatures, Site, SiteLayout, Target};
+
+    fn site() -> Site {
+        Site {
+            provider: "p".into(),
+            name: "n".into(),
+            location: 0x1000,
+            location_offset: Some(0x1000),
+            note_base: 0,
+            stapsdt_base: None,
+            semaphore: None,
+            semaphore_offset: None,
+            args_text: String::new(),
+            args: vec![],
+            layout: SiteLayout::NopNop5,
+            bytes: vec![],
+        }
+    }
+
+    fn features() -> KernelFeatures {
+        KernelFeatures {
+            uprobe_syscall: crate::UprobeSyscall::Absent,
+            uprobe_pmu_type: Some(8),
+            kernel_semaphores: true,
+            ref_ctr_offset_shift: Some(32),
+            optimized_fork: crate::OptimizedFork::Untested,
+        }
+    }
+
+    /// Attaches one site with the kernel refusing `perf_event_open` with
+    /// `errno`.
+    fn refused(errno: i32, target: Target) -> Error {
+        let mut counter = PerfCounter::new(AttachPoint::Nop).with_features(features());
+        with(
+            move |call| matches!(call, Syscall::PerfEventOpen { .. }).then_some(Err(errno)),
+            || counter.attach("/bin/app", [&site()], target),
+        )
+        .unwrap_err()
+    }
+
+    #[test]
+    fn each_refusal_of_the_kernel_is_its_own_error() {
+        assert!(matches!(
+            refused(libc::EACCES, Target::Pid(7)),
+            Error::NotPermitted(_)
+        ));
+        assert!(matches!(
+            refused(libc::ESRCH, Target::Pid(7)),
+            Error::NoProcess(7)
+        ));
+        assert!(matches!(
+            refused(524, Target::Pid(7)),
+            Error::InstructionRefused {
+                location: 0x1000,
+                ..
+            }
+        ));
+        match refused(libc::EIO, Target::AllProcesses) {
+            Error::Syscall { source, .. } => {
+                assert_eq!(source.call, "perf_event_open");
+                assert_eq!(source.raw_os_error(), Some(libc::EIO));
+            }
+            e => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_kernel_without_bpf_is_unsupported_not_a_message() {
+        let e = with(
+            |call| matches!(call, Syscall::Bpf { .. }).then_some(Err(libc::ENOSYS)),
+            || crate::bpf::MultiCounter::new(4).unwrap_err(),
+        );
+        assert!(matches!(e, crate::bpf::BpfError::Unsupported), "{e}");
+        let e = crate::Error::from(e);
+        assert!(matches!(e, Error::Bpf(crate::bpf::BpfError::Unsupported)));
+    }
+
+    #[test]
+    fn auto_reports_both_engines_when_both_fail() {
+        let site = site();
+        let files = [(std::path::PathBuf::from("/bin/app"), vec![&site])];
+        let picked = crate::Picked {
+            bpf: true,
+            auto: true,
+            fallback: None,
+        };
+        let e = with(
+            |call| match call {
+                Syscall::Bpf { .. } => Some(Err(libc::ENOSYS)),
+                Syscall::PerfEventOpen { .. } => Some(Err(libc::EACCES)),
+                _ => None,
+            },
+            || {
+                crate::Counter::attach(&picked, &files, AttachPoint::Nop, Target::Pid(7), &|| false)
+                    .unwrap_err()
+            },
+        );
+        match e {
+            Error::BothEngines { bpf, perf } => {
+                assert!(matches!(bpf, crate::bpf::BpfError::Unsupported));
+                assert!(
+                    matches!(*perf, Error::NotPermitted(_) | Error::NoUprobePmu),
+                    "{perf}"
+                );
+            }
+            e => panic!("{e}"),
+        }
+        // Asked for by the caller, BPF is not replaced.
+        let asked = crate::Picked {
+            auto: false,
+            ..picked
+        };
+        let e = with(
+            |call| matches!(call, Syscall::Bpf { .. }).then_some(Err(libc::ENOSYS)),
+            || {
+                crate::Counter::attach(&asked, &files, AttachPoint::Nop, Target::Pid(7), &|| false)
+                    .unwrap_err()
+            },
+        );
+        assert!(
+            matches!(e, Error::Bpf(crate::bpf::BpfError::Unsupported)),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_failed_fork_names_the_call() {
+        let e = with(
+            |call| matches!(call, Syscall::Fork).then_some(Err(libc::EAGAIN)),
+            || crate::PausedCommand::spawn("/bin/true".as_ref(), &[]).unwrap_err(),
+        );
+        match e {
+            Error::Syscall { source, .. } => assert_eq!(source.call, "fork"),
+            e => panic!("{e}"),
+        }
+    }
+}

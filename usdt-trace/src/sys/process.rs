@@ -1,0 +1,126 @@
+//! Processes: starting a child (`fork`, `pipe2`), reaping it (`waitpid`),
+//! waiting on descriptors (`poll`) and reading another process's memory
+//! (`process_vm_readv`).
+
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+
+use super::{syscall, Syscall, SyscallError};
+
+/// What `fork` returned in this process.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Forked {
+    /// In the parent: the child's pid.
+    Parent(libc::pid_t),
+    /// In the child.
+    Child,
+}
+
+/// `fork()`.
+///
+/// # Safety
+/// In the child, until it executes a program or exits, only
+/// async-signal-safe functions may be called (the process may have other
+/// threads holding locks).
+pub(crate) unsafe fn fork() -> Result<Forked, SyscallError> {
+    // SAFETY: no pointers; the caller's contract covers the child.
+    match unsafe { syscall(Syscall::Fork)? } {
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid as libc::pid_t)),
+    }
+}
+
+/// `pipe2(O_CLOEXEC)`: the read end, then the write end.
+pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), SyscallError> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    unsafe { syscall(Syscall::Pipe { fds: &mut fds })? };
+    // SAFETY: pipe2 just returned these descriptors; we own them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `waitpid(pid, &status, flags)`: `None` when no child changed state
+/// (`WNOHANG`), else the pid and its raw status.
+pub(crate) fn waitpid(
+    pid: libc::pid_t,
+    flags: libc::c_int,
+) -> Result<Option<(libc::pid_t, libc::c_int)>, SyscallError> {
+    let mut status = 0;
+    // SAFETY: a valid status pointer.
+    let r = unsafe {
+        syscall(Syscall::Waitpid {
+            pid,
+            status: &mut status,
+            flags,
+        })?
+    };
+    Ok((r != 0).then_some((r as libc::pid_t, status)))
+}
+
+/// `poll(fds, timeout_ms)`: how many descriptors are ready.
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> Result<usize, SyscallError> {
+    // SAFETY: `fds` is a valid array of pollfd of the stated length.
+    let n = unsafe { syscall(Syscall::Poll { fds, timeout_ms })? };
+    Ok(n as usize)
+}
+
+/// Reads as much of `buf.len()` bytes at `addr` of process `pid` as is
+/// mapped; returns how many were read (0 when none could be).
+pub(crate) fn read_process_memory(pid: u32, addr: u64, buf: &mut [u8]) -> usize {
+    // Split the remote range at page boundaries: the call stops at the
+    // first unreadable page and returns what it read before it.
+    let page = usdt_runtime::page_size();
+    let mut remote = vec![];
+    let mut at = addr;
+    let end = addr.saturating_add(buf.len() as u64);
+    while at < end {
+        let next = ((at / page) + 1).saturating_mul(page).min(end);
+        remote.push(libc::iovec {
+            iov_base: at as *mut libc::c_void,
+            iov_len: (next - at) as usize,
+        });
+        at = next;
+    }
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return 0;
+    };
+    // SAFETY: `buf` is writable for its length; the remote ranges are only
+    // read, by the kernel, with the usual permission checks.
+    let n = unsafe {
+        syscall(Syscall::ProcessVmReadv {
+            pid,
+            local: buf,
+            remote: &remote,
+        })
+    };
+    n.map_or(0, |n| n as usize)
+}
+
+/// `kill(pid, sig)`.
+pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) -> Result<(), SyscallError> {
+    // SAFETY: no pointers.
+    unsafe { syscall(Syscall::Kill { pid, sig }) }.map(drop)
+}
+
+/// `write(fd, buf)`: how many bytes were written.
+pub(crate) fn write(fd: &impl AsFd, buf: &[u8]) -> Result<usize, SyscallError> {
+    // SAFETY: `buf` is readable for its length.
+    let n = unsafe {
+        syscall(Syscall::Write {
+            fd: fd.as_fd(),
+            buf,
+        })?
+    };
+    Ok(n as usize)
+}
+
+/// `read(fd, buf)`: how many bytes were read.
+pub(crate) fn read(fd: &impl AsFd, buf: &mut [u8]) -> Result<usize, SyscallError> {
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe {
+        syscall(Syscall::Read {
+            fd: fd.as_fd(),
+            buf,
+        })?
+    };
+    Ok(n as usize)
+}
