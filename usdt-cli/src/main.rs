@@ -10,9 +10,13 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
+mod answers;
 mod args;
 mod closest;
+mod count_by;
 mod count_engine;
+mod latency;
+mod serve;
 mod trace_cmd;
 mod typed;
 
@@ -80,7 +84,11 @@ fn run(command: Command) -> Result<i32, Error> {
     match command {
         Command::Features => features(),
         Command::List(args) => list(args),
+        Command::Count(args) if args.by.is_some() => count_by::count_by(args),
         Command::Count(args) => count(args),
+        Command::Latency(args) => latency::latency(args),
+        Command::Hist(args) => latency::hist(args),
+        Command::Serve(args) => serve::serve(args),
         Command::Trace(args) => trace_cmd::trace(args),
         Command::Bpftrace(args) => typed::bpftrace(args),
     }
@@ -592,7 +600,7 @@ pub(crate) fn command_objects(command: &OsString) -> Result<CommandObjects, Erro
 }
 
 /// The probes of a file, with errors that name it.
-fn read_probes_of(path: &Path) -> Result<ElfProbes, Error> {
+pub(crate) fn read_probes_of(path: &Path) -> Result<ElfProbes, Error> {
     let name = escape(&path.to_string_lossy()).into_owned();
     let probes = read_file_probes(path).map_err(|e| match e {
         Error::Io { .. } => e,
@@ -625,7 +633,7 @@ pub(crate) fn not_attached(path: &Path, e: &Error) {
 
 /// The file to read and attach to: symlinks resolved (the kernel attaches
 /// to the file itself).
-fn absolute(path: &Path) -> PathBuf {
+pub(crate) fn absolute(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.into())
 }
 

@@ -52,6 +52,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod aggregate;
 mod arch;
 mod attach;
 pub mod bpf;
@@ -69,6 +70,7 @@ mod sample;
 mod selftest;
 mod tracefs;
 
+pub use aggregate::{Aggregation, CountedValue, Histogram, LatencyKey};
 pub use attach::{attach_delta, online_cpus, AttachPoint, AttachedSite, PerfCounter, Target};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use command::{resolve_program, ExitStatus, PausedCommand};

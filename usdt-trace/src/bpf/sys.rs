@@ -17,9 +17,12 @@ use std::os::fd::{FromRawFd, OwnedFd};
 pub(crate) const BPF_MAP_CREATE: libc::c_int = 0;
 pub(crate) const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
 pub(crate) const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+pub(crate) const BPF_MAP_GET_NEXT_KEY: libc::c_int = 4;
 pub(crate) const BPF_PROG_LOAD: libc::c_int = 5;
 pub(crate) const BPF_LINK_CREATE: libc::c_int = 28;
 
+/// `enum bpf_map_type`: a hash table.
+pub(crate) const BPF_MAP_TYPE_HASH: u32 = 1;
 /// `enum bpf_map_type`: an array of values.
 pub(crate) const BPF_MAP_TYPE_ARRAY: u32 = 2;
 /// `enum bpf_map_type`: one value per CPU for each key.

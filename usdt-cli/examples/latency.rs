@@ -1,0 +1,53 @@
+//! Requests that cross threads: `start` fires on the main thread, `done` on
+//! a worker, with waits that alternate between 1 ms and 8 ms. `usdt latency
+//! lat:start lat:done --key id` pairs them by id; keyed by thread, none pair.
+//!
+//! `latency N [--wait]`: prints `ready PID`, then (with `--wait`, after a
+//! line on stdin) fires N requests, and prints `pairs N sum_ns S`: the sum
+//! of the durations it measured itself, from just before `start` to just
+//! after `done`.
+
+use std::io::BufRead;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+#[usdt::provider]
+mod lat {
+    /// A request starts.
+    fn start(id: u64) {}
+    /// It is done, on another thread.
+    fn done(id: u64) {}
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let wait = args.next().as_deref() == Some("--wait");
+    println!("ready {}", std::process::id());
+    if wait {
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+    }
+    let (to_worker, requests) = mpsc::channel::<(u64, Instant)>();
+    let (to_main, finished) = mpsc::channel::<Duration>();
+    let worker = std::thread::spawn(move || {
+        for (id, started) in requests {
+            let pause = if id % 2 == 0 { 1 } else { 8 };
+            std::thread::sleep(Duration::from_millis(pause));
+            lat::done!(id);
+            if to_main.send(started.elapsed()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut sum = Duration::ZERO;
+    for id in 0..n {
+        let started = Instant::now();
+        lat::start!(id);
+        to_worker.send((id, started)).expect("the worker runs");
+        sum += finished.recv().expect("the worker answers");
+    }
+    drop(to_worker);
+    worker.join().expect("the worker ends");
+    println!("pairs {n} sum_ns {}", sum.as_nanos());
+}
