@@ -2,6 +2,8 @@
 //! a worker, with waits that alternate between 1 ms and 8 ms. `usdt latency
 //! lat:start lat:done --key id` pairs them by id; keyed by thread, none pair.
 //!
+//! Before each request, `route` names its path (`/fast` or `/slow`).
+//!
 //! `latency N [--wait]`: prints `ready PID`, then (with `--wait`, after a
 //! line on stdin) fires N requests, and prints `pairs N sum_ns S`: the sum
 //! of the durations it measured itself, from just before `start` to just
@@ -17,6 +19,8 @@ mod lat {
     fn start(id: u64) {}
     /// It is done, on another thread.
     fn done(id: u64) {}
+    /// Where it goes: `/fast` (even ids, 1 ms) or `/slow` (odd ids, 8 ms).
+    fn route(id: u64, path: &str) {}
 }
 
 fn main() {
@@ -42,6 +46,7 @@ fn main() {
     });
     let mut sum = Duration::ZERO;
     for id in 0..n {
+        lat::route!(id, if id % 2 == 0 { "/fast" } else { "/slow" });
         let started = Instant::now();
         lat::start!(id);
         to_worker.send((id, started)).expect("the worker runs");

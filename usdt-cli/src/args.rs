@@ -611,6 +611,24 @@ mod tests {
     }
 
     #[test]
+    fn latency_options_are_start_end_and_key() {
+        assert_eq!(
+            parse_latency_option("a:s,a:e"),
+            Ok(("a:s".into(), "a:e".into(), None))
+        );
+        assert_eq!(
+            parse_latency_option("a:s,a:e,id"),
+            Ok(("a:s".into(), "a:e".into(), Some("id".into())))
+        );
+        assert!(parse_latency_option("a:s").is_err());
+        assert!(parse_latency_option("a:s,a:e,").is_err());
+        let (text, ..) = parse(&["serve", "--all", "x"]).unwrap_err();
+        assert!(text.contains("--listen"), "{text}");
+        assert!(parse(&["count", "--top", "3", "-p", "1"]).is_err());
+        assert!(parse(&["latency", "a:s", "a:e", "-p", "1", "--", "x"]).is_err());
+    }
+
+    #[test]
     fn no_tracefs_still_means_no_kernel_fetch() {
         for flag in ["--no-kernel-fetch", "--no-tracefs"] {
             let cli = parse(&["trace", flag, "-p", "1"]).unwrap();

@@ -189,3 +189,125 @@ fn latency_refuses_what_cannot_pair() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not a probe: write provider:name"), "{err}");
 }
+
+#[test]
+fn hist_puts_each_value_in_its_power_of_two() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
+    let program = common::example("latency");
+    let p = program.to_str().unwrap();
+    // `done` fires with ids 0 to 19: 0, 1, 2-3, 4-7, 8-15, 16-19.
+    let out = usdt(&["hist", "lat:done", "id", "--json", "--", p, "20"]);
+    let v = json_of(&out);
+    let buckets: Vec<(u64, u64, u64)> = v["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let n = |k: &str| b[k].as_u64().unwrap();
+            (n("low"), n("high"), n("count"))
+        })
+        .collect();
+    assert_eq!(
+        buckets,
+        [
+            (0, 1, 1),
+            (1, 2, 1),
+            (2, 4, 2),
+            (4, 8, 4),
+            (8, 16, 8),
+            (16, 32, 4)
+        ]
+    );
+    assert_eq!(v["count"], 20);
+    assert_eq!(v["sum"], 190);
+    assert_eq!(v["max"], 19);
+    let out = usdt(&["hist", "lat:done", "arg0", "--", p, "4"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("[2, 4)                     2 |@@@@"),
+        "{text}"
+    );
+    // A string is counted, not put in a histogram.
+    let out = usdt(&["hist", "lat:route", "path", "--", p, "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "path of lat:route is not an integer; `usdt count --by path` counts its values"
+        ),
+        "{err}"
+    );
+}
+
+/// `COUNT  VALUE` rows of `count --by`.
+fn rows(text: &str) -> Vec<(u64, String)> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let (n, v) = l.trim_start().split_once("  ")?;
+            Some((n.parse().ok()?, v.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn count_by_counts_strings_and_integers_in_the_kernel() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
+    let program = common::example("latency");
+    let p = program.to_str().unwrap();
+    let out = usdt(&["count", "--by", "path", "lat:route", "--", p, "21"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("lat:route by path: 21 hits, 2 values"),
+        "{text}"
+    );
+    assert_eq!(
+        rows(&text),
+        [(11, "\"/fast\"".into()), (10, "\"/slow\"".into())]
+    );
+    // The same by operand number, read as a C string.
+    let out = usdt(&[
+        "count",
+        "--by",
+        "arg1",
+        "--string",
+        "lat:route",
+        "--",
+        p,
+        "3",
+    ]);
+    assert_eq!(
+        rows(&stdout(&out)),
+        [(2, "\"/fast\"".into()), (1, "\"/slow\"".into())]
+    );
+    // Integers: every id once; the top 3, then the rest in one row.
+    let out = usdt(&[
+        "count",
+        "--by",
+        "id",
+        "--top",
+        "3",
+        "lat:start",
+        "--",
+        p,
+        "12",
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("lat:start by id: 12 hits, 12 values"),
+        "{text}"
+    );
+    assert_eq!(
+        rows(&text),
+        [
+            (1, "0".into()),
+            (1, "1".into()),
+            (1, "2".into()),
+            (9, "(9 other values)".into())
+        ]
+    );
+}
