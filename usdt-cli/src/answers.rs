@@ -242,6 +242,31 @@ pub(crate) fn operand_of(
     )))
 }
 
+/// The operand `arg` names in every one of `sites` (the first site's, with
+/// its kind), or an error naming two probes where it differs.
+pub(crate) fn operand_of_all(
+    arg: &str,
+    sites: &[&Site],
+    sigs: &Signatures,
+) -> Result<(usize, Option<usdt_trace::Kind>), Error> {
+    let Some(first) = sites.first() else {
+        return Err(Error::Invalid(format!("no site to read {arg} at")));
+    };
+    let found = operand_of(arg, first, sigs)?;
+    for site in &sites[1..] {
+        let (i, _) = operand_of(arg, site, sigs)?;
+        if i != found.0 {
+            return Err(Error::Invalid(format!(
+                "{arg} is arg{} of {} but arg{i} of {}: aggregate one probe at a time",
+                found.0,
+                usdt_trace::escape_name(&first.probe()),
+                usdt_trace::escape_name(&site.probe())
+            )));
+        }
+    }
+    Ok(found)
+}
+
 /// `1.05ms`: a duration in nanoseconds with three digits.
 pub(crate) fn human_ns(ns: u64) -> String {
     let ns = ns as f64;

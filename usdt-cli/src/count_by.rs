@@ -8,7 +8,7 @@ use usdt_trace::{
     escape, escape_name, Aggregation, AttachPoint, Error, Kind, Signatures, Site, Target,
 };
 
-use crate::answers::{operand_of, run, Aggregates, Where};
+use crate::answers::{operand_of_all, run, Aggregates, Where};
 use crate::args::CountArgs;
 use crate::write_error;
 
@@ -37,7 +37,7 @@ impl Aggregates for CountBy {
         let Some(first) = sites.first() else {
             return Ok(());
         };
-        let (i, kind) = operand_of(&self.arg, first, sigs)?;
+        let (i, kind) = operand_of_all(&self.arg, sites, sigs)?;
         if matches!(kind, Some(Kind::Bytes | Kind::F32 | Kind::F64)) {
             return Err(Error::Invalid(format!(
                 "{} of {} is a byte slice or a float; --by counts integers and strings",

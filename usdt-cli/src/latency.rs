@@ -11,7 +11,7 @@ use usdt_trace::{
     Target,
 };
 
-use crate::answers::{human_ns, operand_of, run, Aggregates, Where};
+use crate::answers::{human_ns, operand_of, operand_of_all, run, Aggregates, Where};
 use crate::args::{HistArgs, LatencyArgs};
 use crate::write_error;
 
@@ -333,7 +333,7 @@ impl Aggregates for HistAgg {
         let Some(first) = sites.first() else {
             return Ok(());
         };
-        let (i, kind) = operand_of(&self.arg, first, sigs)?;
+        let (i, kind) = operand_of_all(&self.arg, sites, sigs)?;
         if matches!(
             kind,
             Some(Kind::Str | Kind::CStr | Kind::Bytes | Kind::F32 | Kind::F64)

@@ -284,6 +284,11 @@ fn count_by_counts_strings_and_integers_in_the_kernel() {
         rows(&stdout(&out)),
         [(2, "\"/fast\"".into()), (1, "\"/slow\"".into())]
     );
+    // Over three probes whose first argument is `id`: each id 3 times.
+    let out = usdt(&["count", "--by", "id", "lat:*", "--", p, "2"]);
+    let text = stdout(&out);
+    assert!(text.contains("lat:* by id: 6 hits, 2 values"), "{text}");
+    assert_eq!(rows(&text), [(3, "0".into()), (3, "1".into())]);
     // Integers: every id once; the top 3, then the rest in one row.
     let out = usdt(&[
         "count",
