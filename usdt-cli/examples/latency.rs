@@ -4,8 +4,9 @@
 //!
 //! Before each request, `route` names its path (`/fast` or `/slow`).
 //!
-//! `latency N [--wait]`: prints `ready PID`, then (with `--wait`, after a
-//! line on stdin) fires N requests, and prints `pairs N sum_ns S`: the sum
+//! `latency N [--wait | --orphans M]`: prints `ready PID`, then (with
+//! `--wait`, after a line on stdin; with `--orphans M`, after M starts that
+//! never end, ids from 1,000,000) fires N requests, and prints `pairs N sum_ns S`: the sum
 //! of the durations it measured itself, from just before `start` to just
 //! after `done`.
 
@@ -26,11 +27,20 @@ mod lat {
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(10);
-    let wait = args.next().as_deref() == Some("--wait");
+    let option = args.next();
     println!("ready {}", std::process::id());
-    if wait {
-        let mut line = String::new();
-        let _ = std::io::stdin().lock().read_line(&mut line);
+    match option.as_deref() {
+        Some("--wait") => {
+            let mut line = String::new();
+            let _ = std::io::stdin().lock().read_line(&mut line);
+        }
+        Some("--orphans") => {
+            let m: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            for id in 1_000_000..1_000_000 + m {
+                lat::start!(id);
+            }
+        }
+        _ => {}
     }
     let (to_worker, requests) = mpsc::channel::<(u64, Instant)>();
     let (to_main, finished) = mpsc::channel::<Duration>();

@@ -316,3 +316,32 @@ fn count_by_counts_strings_and_integers_in_the_kernel() {
         ]
     );
 }
+
+#[test]
+fn starts_beyond_the_map_are_counted_as_lost() {
+    if !common::ready(&[common::ROOT]) {
+        return;
+    }
+    let program = common::example("latency");
+    let p = program.to_str().unwrap();
+    // 70,000 starts that never end fill the 65,536 keys; the 4 requests
+    // after them find the map full: their starts are lost, their ends
+    // unmatched.
+    let out = usdt(&[
+        "latency",
+        "lat:start",
+        "lat:done",
+        "--key",
+        "id",
+        "--json",
+        "--",
+        p,
+        "4",
+        "--orphans",
+        "70000",
+    ]);
+    let v = json_of(&out);
+    assert_eq!(v["lost_starts"], 70_004 - 65_536, "{v}");
+    assert_eq!(v["unmatched"], 4, "{v}");
+    assert_eq!(v["count"], 0, "{v}");
+}
