@@ -39,15 +39,16 @@ fn json_of(out: &Output) -> Value {
     serde_json::from_str(line).unwrap()
 }
 
-/// The example's own `pairs N sum_ns S` line.
-fn measured(out: &Output) -> (u64, u64) {
+/// The example's own `pairs N sum_ns S below_4194304 K` line.
+fn measured(out: &Output) -> (u64, u64, u64) {
     let text = stdout(out);
     let line = text
         .lines()
         .find(|l| l.starts_with("pairs "))
         .unwrap_or_else(|| panic!("no pairs line in {text}"));
     let words: Vec<&str> = line.split_whitespace().collect();
-    (words[1].parse().unwrap(), words[3].parse().unwrap())
+    let n = |i: usize| words[i].parse().unwrap();
+    (n(1), n(3), n(5))
 }
 
 #[test]
@@ -69,7 +70,7 @@ fn latency_by_argument_pairs_requests_across_threads() {
         &n.to_string(),
     ]);
     let v = json_of(&out);
-    let (pairs, sum_ns) = measured(&out);
+    let (pairs, sum_ns, own_below) = measured(&out);
     assert_eq!(pairs, n);
     assert_eq!(v["count"], n, "{v}");
     assert_eq!(v["unmatched"], 0, "{v}");
@@ -77,16 +78,18 @@ fn latency_by_argument_pairs_requests_across_threads() {
     let buckets = v["buckets"].as_array().unwrap();
     let total: u64 = buckets.iter().map(|b| b["count"].as_u64().unwrap()).sum();
     assert_eq!(total, n);
-    // 1 ms waits land below 4.2 ms, 8 ms waits above (a loaded machine may
-    // stretch a few 1 ms waits).
+    // The 8 ms half lands above 4.2 ms; the 1 ms half below, as far as the
+    // machine's load lets it (the program says how many of its own
+    // measures were below: the kernel's agree, but for one at the edge).
     let below: u64 = buckets
         .iter()
         .filter(|b| b["high_ns"].as_u64().unwrap() <= 4_194_304)
         .map(|b| b["count"].as_u64().unwrap())
         .sum();
+    assert!(below <= n / 2, "{below} of {n} below 4.2 ms: {v}");
     assert!(
-        (n * 35 / 100..=n / 2).contains(&below),
-        "{below} of {n} below 4.2 ms: {v}"
+        below.abs_diff(own_below) <= 1,
+        "{below} below 4.2 ms, the program measured {own_below}: {v}"
     );
     for b in buckets {
         assert!(b["low_ns"].as_u64().unwrap() < b["high_ns"].as_u64().unwrap());

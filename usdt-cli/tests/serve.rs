@@ -75,8 +75,7 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let child = Command::new("timeout")
-            .args(["-s", "KILL", "300", "prometheus"])
+        let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
@@ -128,9 +127,20 @@ impl Drop for Prometheus {
     }
 }
 
+/// A child process killed and reaped when dropped, so that a failing test
+/// leaves nothing behind.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A run of the latency example: `ready PID`, then its requests.
 struct Program {
-    child: Child,
+    child: Reaped,
     pid: u32,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -151,23 +161,25 @@ impl Program {
         stdout.read_line(&mut line).unwrap();
         let pid = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
         Program {
-            child,
+            child: Reaped(child),
             pid,
             stdin,
             stdout,
         }
     }
 
-    /// Lets it fire and returns its pairs and their measured sum in ns.
-    fn run(mut self) -> (u64, u64) {
+    /// Lets it fire and returns its pairs, their measured sum in ns, and
+    /// how many it measured below 2^22 ns.
+    fn run(mut self) -> (u64, u64, u64) {
         writeln!(self.stdin, "go").unwrap();
         self.stdin.flush().unwrap();
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
-        assert!(self.child.wait().unwrap().success());
+        assert!(self.child.0.wait().unwrap().success());
         let words: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(words[0], "pairs", "{line}");
-        (words[1].parse().unwrap(), words[3].parse().unwrap())
+        let n = |i: usize| words[i].parse().unwrap();
+        (n(1), n(3), n(5))
     }
 }
 
@@ -220,25 +232,30 @@ fn prometheus_scrapes_the_exact_totals_of_every_process() {
     let prometheus = Prometheus::start(&dir, port);
     // One process before serve attaches: --all covers it too.
     let early = Program::start(&program, 8);
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_usdt"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--all"])
-        .arg(&program)
-        .args(["lat:*", "--latency", "lat:start,lat:done,id"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(serve.stderr.take().unwrap());
+    let mut serve = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_usdt"))
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--all"])
+            .arg(&program)
+            .args(["lat:*", "--latency", "lat:start,lat:done,id"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut err = BufReader::new(serve.0.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
+    let sites = usdt_trace::read_file(&program).unwrap();
+    let lat = sites.iter().filter(|s| s.provider == "lat").count();
     assert!(
-        line.starts_with("usdt: serving 3 sites of every process of "),
+        line.starts_with(&format!("usdt: serving {lat} sites of every process of ")),
         "{line}"
     );
-    let (mut pairs, mut sum_ns) = early.run();
+    let (mut pairs, mut sum_ns, mut own_below) = early.run();
     for n in [13, 6] {
-        let (p, s) = Program::start(&program, n).run();
+        let (p, s, b) = Program::start(&program, n).run();
         pairs += p;
         sum_ns += s;
+        own_below += b;
     }
     assert_eq!(pairs, 27);
     let binary = program.to_str().unwrap();
@@ -260,13 +277,19 @@ fn prometheus_scrapes_the_exact_totals_of_every_process() {
         (sum - own).abs() / own < 0.05,
         "Prometheus {sum} s, programs {own} s"
     );
-    // Half the requests wait 1 ms: at most those below 4.2 ms.
+    // The requests that wait 1 ms (the even ids: 4 + 7 + 3 of 27) are below 4.2 ms as far as the
+    // machine's load lets them: as many as the programs measured, but for
+    // one at the edge.
     let below = prometheus
         .value(&format!(
             "usdt_latency_seconds_bucket{{{labels},le=\"0.004194304\"}}"
         ))
         .unwrap();
-    assert!((9.0..=14.0).contains(&below), "{below} of 27 below 4.2 ms");
+    assert!(below <= 14.0, "{below} of 27 below 4.2 ms");
+    assert!(
+        (below - own_below as f64).abs() <= 1.0,
+        "Prometheus {below} below 4.2 ms, the programs {own_below}"
+    );
     let inf = prometheus
         .value(&format!(
             "usdt_latency_seconds_bucket{{{labels},le=\"+Inf\"}}"
@@ -284,8 +307,8 @@ fn prometheus_scrapes_the_exact_totals_of_every_process() {
             .all(|v| *v > 0)
     });
     // SAFETY: kill with a valid pid and signal has no memory effects.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    let status = serve.wait().unwrap();
+    unsafe { libc::kill(serve.0.id() as i32, libc::SIGTERM) };
+    let status = serve.0.wait().unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM));
     let (semaphores, clean) = semaphores_and_sites(waiting.pid, &program);
     assert!(semaphores.iter().all(|v| *v == 0), "{semaphores:?}");
