@@ -26,6 +26,8 @@ Examples:
   usdt list ./server
   sudo usdt count 'http:*' -p 4242
   sudo usdt trace -- ./server --port 8080
+  sudo usdt latency http:request_start http:request_done --key id -p 4242
+  sudo usdt serve --listen :9464 --all ./server
   bpftrace -e \"$(usdt bpftrace ./server)\" -c ./server
 
 `usdt COMMAND --help` describes each command.",
