@@ -119,8 +119,14 @@ pub const SETPRIV: Package = Package {
     provides: &["/usr/bin/setpriv"],
 };
 
+/// Prometheus, which scrapes `usdt serve` in the tests and the bench.
+pub const PROMETHEUS: Package = Package {
+    name: "prometheus",
+    provides: &["/usr/bin/prometheus"],
+};
+
 /// Every package a need may name, for `.ci/run` and for the unit test.
-pub const PACKAGES: [Package; 17] = [
+pub const PACKAGES: [Package; 18] = [
     BPFTRACE,
     SDT,
     GDB,
@@ -138,6 +144,7 @@ pub const PACKAGES: [Package; 17] = [
     AARCH64_GCC,
     AARCH64_LIBC,
     SETPRIV,
+    PROMETHEUS,
 ];
 
 /// Something a test or a bench row needs.

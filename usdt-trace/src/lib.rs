@@ -58,6 +58,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod aggregate;
 mod arch;
 mod attach;
 mod bpftrace;
@@ -78,6 +79,7 @@ mod session;
 mod sys;
 mod typed;
 
+pub use aggregate::{Aggregation, CountedValue, Histogram, LatencyKey};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use command::{resolve_program, ExitStatus, PausedCommand};
 pub use cpus::online_cpus;

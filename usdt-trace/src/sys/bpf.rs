@@ -23,9 +23,12 @@ use super::{syscall, Syscall, SyscallError};
 pub(crate) const BPF_MAP_CREATE: libc::c_int = bpf_cmd::BPF_MAP_CREATE as libc::c_int;
 pub(crate) const BPF_MAP_LOOKUP_ELEM: libc::c_int = bpf_cmd::BPF_MAP_LOOKUP_ELEM as libc::c_int;
 pub(crate) const BPF_MAP_UPDATE_ELEM: libc::c_int = bpf_cmd::BPF_MAP_UPDATE_ELEM as libc::c_int;
+pub(crate) const BPF_MAP_GET_NEXT_KEY: libc::c_int = bpf_cmd::BPF_MAP_GET_NEXT_KEY as libc::c_int;
 pub(crate) const BPF_PROG_LOAD: libc::c_int = bpf_cmd::BPF_PROG_LOAD as libc::c_int;
 pub(crate) const BPF_LINK_CREATE: libc::c_int = bpf_cmd::BPF_LINK_CREATE as libc::c_int;
 
+/// `enum bpf_map_type`: a hash table.
+pub(crate) const BPF_MAP_TYPE_HASH: u32 = bpf_map_type::BPF_MAP_TYPE_HASH as u32;
 /// `enum bpf_map_type`: an array of values.
 pub(crate) const BPF_MAP_TYPE_ARRAY: u32 = bpf_map_type::BPF_MAP_TYPE_ARRAY as u32;
 /// `enum bpf_map_type`: one value per CPU for each key.
@@ -79,6 +82,7 @@ pub(crate) fn command_name(cmd: libc::c_int) -> &'static str {
         BPF_MAP_CREATE => "bpf(BPF_MAP_CREATE)",
         BPF_MAP_LOOKUP_ELEM => "bpf(BPF_MAP_LOOKUP_ELEM)",
         BPF_MAP_UPDATE_ELEM => "bpf(BPF_MAP_UPDATE_ELEM)",
+        BPF_MAP_GET_NEXT_KEY => "bpf(BPF_MAP_GET_NEXT_KEY)",
         BPF_PROG_LOAD => "bpf(BPF_PROG_LOAD)",
         BPF_LINK_CREATE => "bpf(BPF_LINK_CREATE)",
         _ => "bpf",
@@ -294,6 +298,7 @@ mod tests {
         assert_eq!((BPF_MAP_CREATE, BPF_PROG_LOAD, BPF_LINK_CREATE), (0, 5, 28));
         assert_eq!(BPF_TRACE_UPROBE_MULTI, 48);
         assert_eq!(BPF_MAP_TYPE_RINGBUF, 27);
+        assert_eq!((BPF_MAP_GET_NEXT_KEY, BPF_MAP_TYPE_HASH), (4, 1));
         assert_eq!(command_name(BPF_LINK_CREATE), "bpf(BPF_LINK_CREATE)");
     }
 }
