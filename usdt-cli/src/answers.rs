@@ -7,11 +7,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use usdt_trace::{escape, process_alive, Error, PausedCommand, Signatures, Site, Target};
+use usdt_trace::{escape, escape_name, process_alive, Error, Session, Signatures, Site, Target};
 
+use crate::error::CliError;
 use crate::{
-    absolute, command_objects, finish_command, interrupted, not_attached, process_objects,
-    read_probes_of, select, MapsWatch, Objects,
+    catch_signals, finish_command, interrupted, not_attached, open_session, print_notices,
+    raise_fd_limit, select, session_name, Opts,
 };
 
 /// Where the hits come from.
@@ -34,6 +35,20 @@ impl Where {
             (None, None) => Where::Command(command),
         }
     }
+
+    /// The target options as `count` and `trace` take them, with `globs`.
+    fn opts(&self, globs: &[String]) -> Opts {
+        let mut opts = Opts {
+            operands: globs.to_vec(),
+            ..Opts::default()
+        };
+        match self {
+            Where::Process(pid) => opts.pid = Some(*pid),
+            Where::All(binary) => opts.all = Some(binary.clone()),
+            Where::Command(command) => opts.command = command.clone(),
+        }
+        opts
+    }
 }
 
 /// Aggregations to attach to the sites of a target's files.
@@ -48,153 +63,121 @@ pub(crate) trait Aggregates {
         sites: &[&Site],
         sigs: &Signatures,
         target: Target,
-    ) -> Result<(), Error>;
+    ) -> Result<(), CliError>;
     /// Called about every 20 ms while waiting (serve answers requests).
-    fn tick(&mut self, _wait: Duration) -> Result<(), Error> {
+    fn tick(&mut self, _wait: Duration) -> Result<(), CliError> {
         std::thread::sleep(Duration::from_millis(20));
         Ok(())
     }
 }
 
-/// The matching sites of each object: those with any.
-fn matching<'a>(objects: &'a Objects, globs: &[String]) -> Vec<(&'a Path, Vec<&'a Site>)> {
-    objects
-        .iter()
-        .map(|(path, sites)| {
-            let matched = sites.iter().filter(|s| crate::matches(globs, s)).collect();
-            (path.as_path(), matched)
-        })
-        .filter(|(_, s): &(&Path, Vec<&Site>)| !s.is_empty())
-        .collect()
-}
-
-/// Attaches every matching file.
-fn attach_all(agg: &mut dyn Aggregates, objects: &Objects, target: Target) -> Result<(), Error> {
-    let globs = agg.globs();
-    for (path, sites) in matching(objects, &globs) {
-        let sigs = crate::typed::signatures([path]);
-        agg.attach(path, &sites, &sigs, target)?;
+/// Attaches every file of the session with matching sites.
+fn attach_all(agg: &mut dyn Aggregates, session: &Session) -> Result<(), CliError> {
+    let target = session.target();
+    for (path, sites) in session.matched() {
+        if sites.is_empty() {
+            continue;
+        }
+        let sigs = crate::typed::signatures([path.as_path()]);
+        agg.attach(&path, &sites, &sigs, target)?;
     }
     Ok(())
 }
 
-/// Attaches `agg` to `target`'s files and waits for the end of the process
-/// or command, of `duration`, or a signal; returns the exit code (the
-/// command's, or 128 + the signal). `started` is called once every site is
-/// attached, with the sites' count and the target's name.
+/// Attaches `agg` to the target's files and waits for the end of the
+/// process or command, of `duration`, or a signal; returns the exit code
+/// (the command's, or 128 + the signal). `started` is called once every
+/// site is attached, with the sites' count and the target's name.
 pub(crate) fn run(
     place: &Where,
     agg: &mut dyn Aggregates,
     duration: Option<Duration>,
     started: &dyn Fn(usize, &str),
-) -> Result<i32, Error> {
-    crate::catch_signals();
-    crate::raise_fd_limit();
+) -> Result<i32, CliError> {
+    catch_signals();
+    raise_fd_limit();
     let globs = agg.globs();
     let end = duration.map(|d| Instant::now() + d);
     let not_over = move || end.is_none_or(|end| Instant::now() < end);
-    match place {
-        Where::Process(pid) => {
-            let objects = process_objects(*pid)?;
-            let n = select(&objects, &globs, &format!("process {pid}"))?;
-            attach_all(agg, &objects, Target::Pid(*pid))?;
-            started(n, &format!("process {pid}"));
-            let mut maps = MapsWatch::new(*pid, &objects);
-            while interrupted().is_none() && process_alive(*pid) && not_over() {
-                for (open_path, mapped, sites) in maps.new_objects(&globs) {
-                    let sigs = crate::typed::signatures([open_path.as_path()]);
-                    let sites: Vec<&Site> = sites.iter().collect();
-                    match agg.attach(&open_path, &sites, &sigs, Target::Pid(*pid)) {
-                        Ok(()) => eprintln!(
-                            "usdt: {} was mapped after the start: attached its {} sites",
-                            escape(&mapped),
-                            sites.len()
-                        ),
-                        Err(e) => not_attached(Path::new(&mapped), &e),
-                    }
-                }
-                agg.tick(Duration::from_millis(20))?;
-            }
-            Ok(interrupted().map_or(0, |sig| 128 + sig))
-        }
-        Where::All(binary) => {
-            let path = absolute(binary);
-            let objects: Objects = vec![(path.clone(), read_probes_of(&path)?.sites)];
-            let name = format!("every process of {}", escape(&path.to_string_lossy()));
-            let n = select(&objects, &globs, &name)?;
-            attach_all(agg, &objects, Target::AllProcesses)?;
-            started(n, &name);
-            while interrupted().is_none() && not_over() {
-                agg.tick(Duration::from_millis(20))?;
-            }
-            Ok(interrupted().map_or(0, |sig| 128 + sig))
-        }
-        Where::Command(command) => {
-            let objects = command_objects(&command[0])?;
-            let n = select(&objects.objects, &globs, &objects.name())?;
-            let mut child = objects.spawn(command)?;
-            let pid = child.pid();
-            if let Err(e) = attach_all(agg, &objects.objects, Target::Pid(pid)) {
-                child.kill();
-                return match e {
-                    Error::NoProcess(_) if interrupted().is_some() => {
-                        Ok(interrupted().map_or(130, |sig| 128 + sig))
-                    }
-                    e => Err(e),
-                };
-            }
-            if interrupted().is_some() {
-                child.kill();
-                return Ok(interrupted().map_or(130, |sig| 128 + sig));
-            }
-            started(n, &objects.name());
-            child.start()?;
-            wait_command(&mut child, agg, &objects.objects, &globs, &not_over)
-        }
+    let mut session = open_session(&place.opts(&globs))?;
+    let name = match place {
+        Where::All(_) => format!("every process of {}", session_name(&session)),
+        _ => session_name(&session),
+    };
+    let n = select(session.objects(), &globs, &name)?;
+    let command = session.exec_path().is_some();
+    if command {
+        session.spawn()?;
     }
-}
-
-/// Waits for a started command (attaching libraries it maps later).
-fn wait_command(
-    child: &mut PausedCommand,
-    agg: &mut dyn Aggregates,
-    objects: &Objects,
-    globs: &[String],
-    not_over: &dyn Fn() -> bool,
-) -> Result<i32, Error> {
-    let pid = child.pid();
-    let mut maps = MapsWatch::new(pid, objects);
+    // A command not started is killed when the session is dropped.
+    match attach_all(agg, &session) {
+        // Ctrl-C reaches the paused command too: it is gone because of the
+        // signal, not a failure of ours.
+        Err(CliError::Trace(Error::NoProcess(_))) if interrupted().is_some() => {
+            return Ok(interrupted().map_or(130, |sig| 128 + sig));
+        }
+        other => other?,
+    }
+    if let Some(sig) = interrupted() {
+        return Ok(128 + sig);
+    }
+    started(n, &name);
+    if command {
+        session.start()?;
+    }
+    let target = session.target();
     let mut status = None;
     let mut watched = Ok(());
     while interrupted().is_none() && not_over() {
-        match child.try_wait() {
-            Ok(Some(s)) => {
-                status = Some(s);
-                break;
+        if let Some(child) = session.child() {
+            match child.try_wait() {
+                Ok(None) => {}
+                Ok(Some(s)) => {
+                    status = Some(s);
+                    break;
+                }
+                Err(e) => {
+                    watched = Err(e.into());
+                    break;
+                }
             }
-            Ok(None) => {}
-            Err(e) => {
-                watched = Err(e);
+        } else if let Target::Pid(pid) = target {
+            if !process_alive(pid) {
                 break;
             }
         }
-        for (open_path, mapped, sites) in maps.new_objects(globs) {
-            let sigs = crate::typed::signatures([open_path.as_path()]);
-            let sites: Vec<&Site> = sites.iter().collect();
-            if let Err(e) = agg.attach(&open_path, &sites, &sigs, Target::Pid(pid)) {
-                not_attached(Path::new(&mapped), &e);
-            }
-        }
+        attach_new(agg, &mut session);
         if let Err(e) = agg.tick(Duration::from_millis(20)) {
             watched = Err(e);
             break;
         }
     }
-    if status.is_none() && interrupted().is_none() && watched.is_ok() {
+    match session.child() {
         // --duration is over: the command runs on; its aggregation ends.
-        return Ok(0);
+        Some(_) if status.is_none() && interrupted().is_none() && watched.is_ok() => Ok(0),
+        Some(child) => finish_command(child, status, watched),
+        None => watched.map(|()| interrupted().map_or(0, |sig| 128 + sig)),
     }
-    finish_command(child, status, watched)
+}
+
+/// Attaches to the objects with matching probes that the process mapped
+/// since the last look (libraries loaded later), one line each.
+fn attach_new(agg: &mut dyn Aggregates, session: &mut Session) {
+    let target = session.target();
+    let found = session.new_objects();
+    print_notices(session);
+    for object in found {
+        let sigs = crate::typed::signatures([object.open_path.as_path()]);
+        let sites: Vec<&Site> = object.sites.iter().collect();
+        match agg.attach(&object.open_path, &sites, &sigs, target) {
+            Ok(()) => eprintln!(
+                "usdt: {} was mapped after the start: attached its {} sites",
+                escape(&object.mapped),
+                sites.len()
+            ),
+            Err(e) => not_attached(Path::new(&object.mapped), &e),
+        }
+    }
 }
 
 /// The note operand of probe `site` that `arg` names: `argN`, or a
@@ -204,7 +187,7 @@ pub(crate) fn operand_of(
     arg: &str,
     site: &Site,
     sigs: &Signatures,
-) -> Result<(usize, Option<usdt_trace::Kind>), Error> {
+) -> Result<(usize, Option<usdt_trace::Kind>), CliError> {
     let sig = sigs.of_site(site);
     if let Some(sig) = sig {
         if let Some(i) = sig.params.iter().position(|p| p.name == arg) {
@@ -236,10 +219,11 @@ pub(crate) fn operand_of(
         None if site.args.is_empty() => "nothing: it has no arguments".into(),
         None => format!("arg0 to arg{}", site.args.len() - 1),
     };
-    Err(Error::Invalid(format!(
-        "{} has no argument {arg}; it takes {names}",
-        usdt_trace::escape_name(&site.probe())
-    )))
+    Err(CliError::NoSuchArg {
+        probe: escape_name(&site.probe()).into_owned(),
+        arg: arg.into(),
+        takes: names,
+    })
 }
 
 /// The operand `arg` names in every one of `sites` (the first site's, with
@@ -248,20 +232,19 @@ pub(crate) fn operand_of_all(
     arg: &str,
     sites: &[&Site],
     sigs: &Signatures,
-) -> Result<(usize, Option<usdt_trace::Kind>), Error> {
+) -> Result<(usize, Option<usdt_trace::Kind>), CliError> {
     let Some(first) = sites.first() else {
-        return Err(Error::Invalid(format!("no site to read {arg} at")));
+        return Err(CliError::NoSite { arg: arg.into() });
     };
     let found = operand_of(arg, first, sigs)?;
     for site in &sites[1..] {
         let (i, _) = operand_of(arg, site, sigs)?;
         if i != found.0 {
-            return Err(Error::Invalid(format!(
-                "{arg} is arg{} of {} but arg{i} of {}: aggregate one probe at a time",
-                found.0,
-                usdt_trace::escape_name(&first.probe()),
-                usdt_trace::escape_name(&site.probe())
-            )));
+            return Err(CliError::ArgDiffers {
+                arg: arg.into(),
+                first: (found.0, escape_name(&first.probe()).into_owned()),
+                other: (i, escape_name(&site.probe()).into_owned()),
+            });
         }
     }
     Ok(found)

@@ -4,12 +4,11 @@
 use std::io::Write;
 use std::path::Path;
 
-use usdt_trace::{
-    escape, escape_name, Aggregation, AttachPoint, Error, Kind, Signatures, Site, Target,
-};
+use usdt_trace::{escape, escape_name, Aggregation, AttachPoint, Kind, Signatures, Site, Target};
 
 use crate::answers::{operand_of_all, run, Aggregates, Where};
 use crate::args::CountArgs;
+use crate::error::{ArgUse, CliError};
 use crate::write_error;
 
 /// Counts per value of one argument over the sites the globs match.
@@ -33,17 +32,17 @@ impl Aggregates for CountBy {
         sites: &[&Site],
         sigs: &Signatures,
         target: Target,
-    ) -> Result<(), Error> {
+    ) -> Result<(), CliError> {
         let Some(first) = sites.first() else {
             return Ok(());
         };
         let (i, kind) = operand_of_all(&self.arg, sites, sigs)?;
         if matches!(kind, Some(Kind::Bytes | Kind::F32 | Kind::F64)) {
-            return Err(Error::Invalid(format!(
-                "{} of {} is a byte slice or a float; --by counts integers and strings",
-                escape_name(&self.arg),
-                escape_name(&first.probe())
-            )));
+            return Err(CliError::ArgKind {
+                arg: escape_name(&self.arg).into_owned(),
+                probe: escape_name(&first.probe()).into_owned(),
+                by: ArgUse::CountBy,
+            });
         }
         let strings = self.string || kind.is_some_and(Kind::is_string);
         let signed = first.args.get(i).is_some_and(|a| a.signed);
@@ -51,16 +50,14 @@ impl Aggregates for CountBy {
             self.agg = Some(Aggregation::count_by(i, strings, signed, self.point)?);
         }
         match &mut self.agg {
-            Some(agg) => agg.attach(path, sites, target),
+            Some(agg) => Ok(agg.attach(path, sites, target)?),
             None => Ok(()),
         }
     }
 }
 
-pub(crate) fn count_by(args: CountArgs) -> Result<i32, Error> {
-    let Some(arg) = args.by else {
-        return Err(Error::Invalid("count --by needs an argument".into()));
-    };
+/// `count --by ARG`, `arg` taken out of `args`.
+pub(crate) fn count_by(args: CountArgs, arg: String) -> Result<i32, CliError> {
     let place = Where::of(args.pid, args.all, args.command);
     let mut c = CountBy {
         globs: args.globs,

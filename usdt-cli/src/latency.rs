@@ -7,12 +7,12 @@ use std::path::Path;
 
 use serde_json::json;
 use usdt_trace::{
-    escape_name, Aggregation, AttachPoint, Error, Histogram, Kind, LatencyKey, Signatures, Site,
-    Target,
+    escape_name, Aggregation, AttachPoint, Histogram, Kind, LatencyKey, Signatures, Site, Target,
 };
 
 use crate::answers::{human_ns, operand_of, operand_of_all, run, Aggregates, Where};
 use crate::args::{HistArgs, LatencyArgs};
+use crate::error::{ArgUse, CliError};
 use crate::write_error;
 
 /// How `--key` pairs ends with starts.
@@ -65,7 +65,7 @@ impl LatencyAgg {
     }
 
     /// The operand of the key in `site`, checked to be an integer.
-    fn operand(&self, site: &Site, sigs: &Signatures) -> Result<Option<usize>, Error> {
+    fn operand(&self, site: &Site, sigs: &Signatures) -> Result<Option<usize>, CliError> {
         let KeyArg::Arg(arg) = &self.key else {
             return Ok(None);
         };
@@ -74,10 +74,11 @@ impl LatencyAgg {
             kind,
             Some(Kind::Str | Kind::CStr | Kind::Bytes | Kind::F32 | Kind::F64)
         ) {
-            return Err(Error::Invalid(format!(
-                "--key {arg}: {} is not an integer (a latency pairs by an integer or the thread)",
-                escape_name(&site.probe())
-            )));
+            return Err(CliError::ArgKind {
+                arg: arg.clone(),
+                probe: escape_name(&site.probe()).into_owned(),
+                by: ArgUse::Key,
+            });
         }
         Ok(Some(i))
     }
@@ -89,7 +90,7 @@ impl LatencyAgg {
         sites: &[&Site],
         sigs: &Signatures,
         target: Target,
-    ) -> Result<(), Error> {
+    ) -> Result<(), CliError> {
         let mine: Vec<&Site> = sites
             .iter()
             .copied()
@@ -128,15 +129,15 @@ impl LatencyAgg {
             )?);
         }
         match &mut self.agg {
-            Some(agg) => agg.attach(path, &mine, target),
+            Some(agg) => Ok(agg.attach(path, &mine, target)?),
             None => Ok(()),
         }
     }
 
     /// The histogram so far (empty before anything was attached).
-    pub(crate) fn histogram(&self) -> Result<Histogram, Error> {
+    pub(crate) fn histogram(&self) -> Result<Histogram, CliError> {
         match &self.agg {
-            Some(a) => a.histogram(),
+            Some(a) => Ok(a.histogram()?),
             None => Ok(Histogram {
                 buckets: vec![0; Histogram::BUCKETS],
                 ..Histogram::default()
@@ -156,24 +157,23 @@ impl Aggregates for LatencyAgg {
         sites: &[&Site],
         sigs: &Signatures,
         target: Target,
-    ) -> Result<(), Error> {
+    ) -> Result<(), CliError> {
         LatencyAgg::attach(self, path, sites, sigs, target)
     }
 }
 
 /// Each probe named must exist in the target: checked by `select` for the
 /// pair as a whole, and here for each.
-fn check_probe(name: &str) -> Result<(), Error> {
+fn check_probe(name: &str) -> Result<(), CliError> {
     if name.split(':').count() != 2 || name.contains(['*', '?']) {
-        return Err(Error::Invalid(format!(
-            "\"{}\" is not a probe: write provider:name",
-            escape_name(name)
-        )));
+        return Err(CliError::NotAProbe {
+            name: escape_name(name).into_owned(),
+        });
     }
     Ok(())
 }
 
-pub(crate) fn latency(args: LatencyArgs) -> Result<i32, Error> {
+pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
     check_probe(&args.start)?;
     check_probe(&args.end)?;
     let place = Where::of(args.pid, args.all, args.command);
@@ -288,7 +288,7 @@ fn power(v: u64) -> String {
 
 /// The buckets from the first to the last non-empty one, as bpftrace
 /// prints `hist()`: `[4M, 8M)   50 |@@@@@   |`.
-pub(crate) fn write_histogram(out: &mut dyn Write, h: &Histogram) -> Result<(), Error> {
+pub(crate) fn write_histogram(out: &mut dyn Write, h: &Histogram) -> Result<(), CliError> {
     let first = h.buckets.iter().position(|n| *n > 0);
     let last = h.buckets.iter().rposition(|n| *n > 0);
     let (Some(first), Some(last)) = (first, last) else {
@@ -329,7 +329,7 @@ impl Aggregates for HistAgg {
         sites: &[&Site],
         sigs: &Signatures,
         target: Target,
-    ) -> Result<(), Error> {
+    ) -> Result<(), CliError> {
         let Some(first) = sites.first() else {
             return Ok(());
         };
@@ -338,25 +338,24 @@ impl Aggregates for HistAgg {
             kind,
             Some(Kind::Str | Kind::CStr | Kind::Bytes | Kind::F32 | Kind::F64)
         ) {
-            return Err(Error::Invalid(format!(
-                "{} of {} is not an integer; `usdt count --by {}` counts its values",
-                self.arg,
-                escape_name(&first.probe()),
-                self.arg
-            )));
+            return Err(CliError::ArgKind {
+                arg: self.arg.clone(),
+                probe: escape_name(&first.probe()).into_owned(),
+                by: ArgUse::Hist,
+            });
         }
         self.signed |= first.args.get(i).is_some_and(|a| a.signed);
         if self.agg.is_none() {
             self.agg = Some(Aggregation::histogram_of(i, self.point)?);
         }
         match &mut self.agg {
-            Some(agg) => agg.attach(path, sites, target),
+            Some(agg) => Ok(agg.attach(path, sites, target)?),
             None => Ok(()),
         }
     }
 }
 
-pub(crate) fn hist(args: HistArgs) -> Result<i32, Error> {
+pub(crate) fn hist(args: HistArgs) -> Result<i32, CliError> {
     let place = Where::of(args.pid, args.all, args.command);
     let mut h = HistAgg {
         glob: args.probe,

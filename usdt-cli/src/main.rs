@@ -80,8 +80,10 @@ fn run(command: Command) -> Result<i32, CliError> {
     match command {
         Command::Features => features(),
         Command::List(args) => list(args),
-        Command::Count(args) if args.by.is_some() => count_by::count_by(args),
-        Command::Count(args) => count_cmd::count(args),
+        Command::Count(mut args) => match args.by.take() {
+            Some(by) => count_by::count_by(args, by),
+            None => count_cmd::count(args),
+        },
         Command::Latency(args) => latency::latency(args),
         Command::Hist(args) => latency::hist(args),
         Command::Serve(args) => serve::serve(args),
@@ -429,7 +431,7 @@ pub(crate) fn warn_next(point: AttachPoint, objects: &Objects, globs: &[String])
 }
 
 /// The probes of a file, with errors that name it.
-pub(crate) fn read_probes_of(path: &Path) -> Result<ElfProbes, CliError> {
+fn read_probes_of(path: &Path) -> Result<ElfProbes, CliError> {
     let name = escape(&path.to_string_lossy()).into_owned();
     let probes = read_file_probes(path).map_err(|e| match e {
         Error::Io { .. } => CliError::Trace(e),
@@ -458,12 +460,6 @@ pub(crate) fn not_attached(path: &Path, e: &dyn std::fmt::Display) {
         escape(&path.to_string_lossy()),
         escape(&e.to_string())
     );
-}
-
-/// The file to read and attach to: symlinks resolved (the kernel attaches
-/// to the file itself).
-pub(crate) fn absolute(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.into())
 }
 
 pub(crate) fn matches(globs: &[String], site: &Site) -> bool {

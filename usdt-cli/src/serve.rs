@@ -10,10 +10,11 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use usdt_trace::bpf::ProbeCounter;
-use usdt_trace::{escape, AttachPoint, Error, Histogram, Signatures, Site, Target};
+use usdt_trace::{escape, AttachPoint, Histogram, Signatures, Site, Target};
 
 use crate::answers::{run, Aggregates, Where};
 use crate::args::ServeArgs;
+use crate::error::CliError;
 use crate::latency::{KeyArg, LatencyAgg};
 
 /// The content type of the OpenMetrics text format.
@@ -72,7 +73,7 @@ impl Aggregates for Serving {
         sites: &[&Site],
         sigs: &Signatures,
         target: Target,
-    ) -> Result<(), Error> {
+    ) -> Result<(), CliError> {
         let counted: Vec<&Site> = sites
             .iter()
             .copied()
@@ -92,22 +93,17 @@ impl Aggregates for Serving {
         Ok(())
     }
 
-    fn tick(&mut self, _wait: Duration) -> Result<(), Error> {
+    fn tick(&mut self, _wait: Duration) -> Result<(), CliError> {
         let request = match self.server.recv_timeout(WAIT) {
             Ok(Some(r)) => r,
             Ok(None) => return Ok(()),
-            Err(e) => {
-                return Err(Error::Os {
-                    what: "waiting for a scrape".into(),
-                    source: e,
-                })
-            }
+            Err(e) => return Err(CliError::Scrape(e)),
         };
         let response = if request.url() == "/metrics" || request.url().starts_with("/metrics?") {
             self.scrapes += 1;
             let text = self.metrics()?;
             let header = tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE)
-                .map_err(|()| Error::Invalid("a bad content type".into()))?;
+                .map_err(|()| CliError::Exposition)?;
             tiny_http::Response::from_string(text).with_header(header)
         } else {
             tiny_http::Response::from_string("usdt serve: the metrics are at /metrics\n")
@@ -121,7 +117,7 @@ impl Aggregates for Serving {
 
 impl Serving {
     /// The exposition of every metric, read from the kernel now.
-    fn metrics(&self) -> Result<String, Error> {
+    fn metrics(&self) -> Result<String, CliError> {
         let mut snapshot = Snapshot::default();
         for (binary, counter) in &self.hits {
             for (probe, n) in counter.probe_counts()? {
@@ -150,7 +146,7 @@ impl Serving {
         registry.register_collector(Box::new(snapshot));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry)
-            .map_err(|_| Error::Invalid("the metrics could not be written".into()))?;
+            .map_err(|_| CliError::Exposition)?;
         Ok(text)
     }
 }
@@ -199,7 +195,7 @@ impl Collector for Snapshot {
     }
 }
 
-pub(crate) fn serve(args: ServeArgs) -> Result<i32, Error> {
+pub(crate) fn serve(args: ServeArgs) -> Result<i32, CliError> {
     let address = listen_address(&args.listen);
     let server = match tiny_http::Server::http(&address) {
         Ok(server) => server,

@@ -1,6 +1,6 @@
 //! Answers instead of hits: a latency histogram between two probes, a
 //! histogram of an argument, and counts per argument value, each kept in
-//! BPF maps by a program that runs at the hit (see `bpf/aggregate.rs`).
+//! BPF maps by a program that runs at the hit (see `engine/bpf/aggregate.rs`).
 //! Nothing is sent to user space per hit; [`Aggregation::histogram`] and
 //! [`Aggregation::counts`] read the maps whenever asked.
 //!
@@ -25,13 +25,14 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use crate::bpf::aggregate::{
+use crate::elf::arg::{Machine, Operand, RegWidth};
+use crate::engine::bpf::aggregate::{
     AggSite, Aggregator, Kind as AggKind, Read, Role, Source, Variant, BUCKETS, COUNT, LOST, MAX,
     NEGATIVE, STRING_KEY, SUM, UNMATCHED, UNREADABLE,
 };
-use crate::bpf::MultiSite;
-use crate::elf::arg::{Operand, RegWidth};
-use crate::{AttachPoint, Error, KernelFeatures, Site, Target};
+use crate::engine::bpf::MultiSite;
+use crate::engine::{AttachPoint, Target};
+use crate::{Error, KernelFeatures, Site};
 
 /// What pairs a latency's end with its start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,11 +202,6 @@ impl Aggregation {
     pub const STRING_BYTES: usize = STRING_KEY;
 
     fn new(kind: AggKind, what: What, point: AttachPoint) -> Result<Aggregation, Error> {
-        if !cfg!(target_arch = "x86_64") {
-            return Err(Error::Unsupported(
-                "aggregating in the kernel reads x86-64 registers only".into(),
-            ));
-        }
         Ok(Aggregation {
             agg: Aggregator::new(kind)?,
             what,
@@ -224,9 +220,9 @@ impl Aggregation {
         point: AttachPoint,
     ) -> Result<Aggregation, Error> {
         if start == end {
-            return Err(Error::Invalid(format!(
-                "a latency needs two different probes, not {start} twice"
-            )));
+            return Err(Error::SameProbe {
+                probe: start.into(),
+            });
         }
         let what = What::Latency {
             start: start.into(),
@@ -347,9 +343,11 @@ impl Aggregation {
                 } else if probe == *end {
                     (Role::End, key_arg(key, false))
                 } else {
-                    return Err(Error::Invalid(format!(
-                        "{probe} is neither the start ({start}) nor the end ({end})"
-                    )));
+                    return Err(Error::NotStartOrEnd {
+                        probe,
+                        start: start.clone(),
+                        end: end.clone(),
+                    });
                 };
                 match arg {
                     None => (role, Read::THREAD),
@@ -373,12 +371,10 @@ fn key_arg(key: &LatencyKey, start: bool) -> Option<usize> {
 /// How the program reads operand `i` of `site` (a pointer, with `string`).
 fn arg_read(site: &Site, i: usize, string: bool) -> Result<Read, Error> {
     let probe = site.probe();
-    let arg = site.args.get(i).ok_or_else(|| {
-        Error::Invalid(format!(
-            "{probe} has {} arguments (arg0 to arg{}), not arg{i}",
-            site.args.len(),
-            site.args.len().saturating_sub(1)
-        ))
+    let arg = site.args.get(i).ok_or_else(|| Error::NoSuchArg {
+        probe: probe.clone(),
+        arg: i,
+        args: site.args.len(),
     })?;
     let unsupported = |what: &str| {
         Error::Unsupported(format!(
@@ -389,9 +385,17 @@ fn arg_read(site: &Site, i: usize, string: bool) -> Result<Read, Error> {
     if arg.float {
         return Err(unsupported("is a floating-point value"));
     }
+    // The `pt_regs` slot of a register, by the machine the note names it
+    // for (only x86-64's layout is known).
     let pt = |r: &crate::elf::arg::Reg| {
-        crate::arch::x86_64::register(r.reg)
-            .and_then(|row| crate::arch::x86_64::pt_regs_index(row.perf))
+        let machine = if r.is_aarch64() {
+            Machine::Aarch64
+        } else {
+            Machine::X86_64
+        };
+        crate::arch::pt_regs(machine)
+            .zip(crate::arch::x86_64::register(r.reg))
+            .and_then(|(regs, row)| (regs.index)(row.perf))
             .ok_or_else(|| unsupported("is in a register BPF cannot read"))
     };
     let small = |v: i64| i32::try_from(v).map_err(|_| unsupported("has a displacement past 2 GiB"));

@@ -23,22 +23,18 @@
 //! - `values` (counts per value), a hash of 8-byte integers or
 //!   [`STRING_KEY`]-byte strings to a count.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::path::Path;
-
 use super::asm::{
     add64_imm, add64_reg, and64_imm, arsh64_imm, atomic_add64, call, exit, load, load_map_fd,
     lsh64_imm, mov64_imm, mov64_reg, rsh64_imm, store, store32, sub64_reg, Asm, Cmp, Insn, Label,
     Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9,
 };
-use super::counter::link_sites;
-use super::program::load_program;
-use super::sys::{
-    bpf, bpf_fd, object_name, possible_cpus, MapCreateAttr, MapElemAttr, BPF_MAP_CREATE,
-    BPF_MAP_GET_NEXT_KEY, BPF_MAP_LOOKUP_ELEM, BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_PERCPU_ARRAY,
+use crate::sys::bpf::helper::{
+    GET_ATTACH_COOKIE, GET_CURRENT_PID_TGID, KTIME_GET_NS, MAP_DELETE_ELEM, MAP_LOOKUP_ELEM,
+    MAP_UPDATE_ELEM, PROBE_READ_USER, PROBE_READ_USER_STR,
 };
-use super::BpfError;
-use crate::Target;
+use crate::sys::bpf::BPF_NOEXIST;
+
+pub(crate) use super::aggregator::{Aggregator, Kind};
 
 /// The u64 slots of the `stats` value (a power of two, so that a bucket
 /// index masked with `STATS_SLOTS - 1` is in bounds for the verifier).
@@ -61,18 +57,6 @@ pub(crate) const UNREADABLE: usize = 71;
 pub(crate) const STRING_KEY: usize = 64;
 /// The entries of the `starts` and `values` maps.
 pub(crate) const MAP_ENTRIES: u32 = 65_536;
-
-/// Helpers (`enum bpf_func_id`).
-const MAP_LOOKUP_ELEM: i32 = 1;
-const MAP_UPDATE_ELEM: i32 = 2;
-const MAP_DELETE_ELEM: i32 = 3;
-const KTIME_GET_NS: i32 = 5;
-const GET_CURRENT_PID_TGID: i32 = 14;
-const PROBE_READ_USER: i32 = 112;
-const PROBE_READ_USER_STR: i32 = 114;
-const GET_ATTACH_COOKIE: i32 = 174;
-/// `BPF_NOEXIST`: insert only.
-const NOEXIST: i32 = 1;
 
 // The stack (below r10).
 /// A value read from memory.
@@ -433,7 +417,7 @@ fn count_key(a: &mut Asm, maps: &Maps, at: i16, done: Label) {
         add64_imm(R2, at.into()),
         mov64_reg(R3, R10),
         add64_imm(R3, VALUE_AT.into()),
-        mov64_imm(R4, NOEXIST),
+        mov64_imm(R4, BPF_NOEXIST),
         call(MAP_UPDATE_ELEM),
     ]);
     a.jump_if(R0, Cmp::Eq, 0, done);
@@ -444,230 +428,6 @@ fn count_key(a: &mut Asm, maps: &Maps, at: i16, done: Label) {
     a.jump(done);
     a.bind(lost);
     stat_add(a, maps, LOST, done);
-}
-
-/// What an aggregation keeps, which decides its maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// Start times by key, and a histogram of the time to the end.
-    Latency,
-    /// A histogram of values.
-    Histogram,
-    /// Counts per integer value.
-    CountInts,
-    /// Counts per string.
-    CountStrings,
-}
-
-/// One uprobe_multi link and its program.
-#[derive(Debug)]
-struct Link {
-    // Declared first: dropped first.
-    _link: OwnedFd,
-    _prog: OwnedFd,
-}
-
-/// The maps of one aggregation and the links that fill them. Dropping it
-/// closes the links first (the kernel removes every uprobe and lowers the
-/// semaphores before `close` returns), then the programs and the maps.
-#[derive(Debug)]
-pub(crate) struct Aggregator {
-    links: Vec<Link>,
-    stats: OwnedFd,
-    starts: Option<OwnedFd>,
-    values: Option<OwnedFd>,
-    kind: Kind,
-    cpus: usize,
-}
-
-/// The raw per-value counts of an aggregation: each key's bytes and its
-/// count.
-pub(crate) type RawCounts = Vec<(Vec<u8>, u64)>;
-
-fn create_map(
-    map_type: u32,
-    key: u32,
-    value: u32,
-    entries: u32,
-    name: &str,
-) -> Result<OwnedFd, BpfError> {
-    let mut attr = MapCreateAttr {
-        map_type,
-        key_size: key,
-        value_size: value,
-        max_entries: entries,
-        map_name: object_name(name),
-        ..MapCreateAttr::default()
-    };
-    // SAFETY: the attributes hold no pointers.
-    unsafe { bpf_fd(BPF_MAP_CREATE, &mut attr) }
-        .map_err(|e| BpfError::from_os(&format!("creating the map {name}"), e))
-}
-
-impl Aggregator {
-    /// The maps of an aggregation of `kind`, nothing attached.
-    pub(crate) fn new(kind: Kind) -> Result<Aggregator, BpfError> {
-        let cpus = possible_cpus().map_err(|e| BpfError::Os {
-            what: "reading /sys/devices/system/cpu/possible".into(),
-            source: e,
-        })?;
-        let stats = create_map(
-            BPF_MAP_TYPE_PERCPU_ARRAY,
-            4,
-            (STATS_SLOTS * 8) as u32,
-            1,
-            "usdt_stats",
-        )?;
-        let starts = match kind {
-            Kind::Latency => Some(create_map(
-                BPF_MAP_TYPE_HASH,
-                16,
-                8,
-                MAP_ENTRIES,
-                "usdt_starts",
-            )?),
-            _ => None,
-        };
-        let key = match kind {
-            Kind::CountInts => Some(8),
-            Kind::CountStrings => Some(STRING_KEY as u32),
-            _ => None,
-        };
-        let values = match key {
-            Some(key) => Some(create_map(
-                BPF_MAP_TYPE_HASH,
-                key,
-                8,
-                MAP_ENTRIES,
-                "usdt_values",
-            )?),
-            None => None,
-        };
-        Ok(Aggregator {
-            links: vec![],
-            stats,
-            starts,
-            values,
-            kind,
-            cpus,
-        })
-    }
-
-    /// Attaches `sites` of the file at `path` with one link and a program
-    /// for their variants, aggregating the hits of `target`. Attaching no
-    /// sites does nothing.
-    pub(crate) fn attach(
-        &mut self,
-        path: &Path,
-        sites: &[AggSite],
-        target: Target,
-    ) -> Result<(), BpfError> {
-        if sites.is_empty() {
-            return Ok(());
-        }
-        let mut variants: Vec<Variant> = vec![];
-        let mut triples = vec![];
-        for site in sites {
-            let cookie = match variants.iter().position(|v| *v == site.variant) {
-                Some(i) => i,
-                None => {
-                    variants.push(site.variant);
-                    variants.len() - 1
-                }
-            };
-            triples.push((site.offset, site.ref_ctr_offset.unwrap_or(0), cookie as u64));
-        }
-        let fd = |m: &Option<OwnedFd>| m.as_ref().map_or(-1, |m| m.as_raw_fd());
-        let maps = Maps {
-            stats: self.stats.as_raw_fd(),
-            starts: fd(&self.starts),
-            values: fd(&self.values),
-        };
-        let prog = load_program(&aggregate_program(&maps, &variants), "usdt_aggregate")?;
-        let link = link_sites(prog.as_fd(), path, &triples, target)?;
-        self.links.push(Link {
-            _link: link,
-            _prog: prog,
-        });
-        Ok(())
-    }
-
-    /// The `stats` slots summed over every CPU (the maximum: the largest).
-    pub(crate) fn stats(&self) -> Result<Vec<u64>, BpfError> {
-        let mut values = vec![0u64; STATS_SLOTS * self.cpus];
-        let key = 0u32;
-        lookup(
-            self.stats.as_fd(),
-            &key.to_ne_bytes(),
-            &mut values,
-            "reading the histogram",
-        )?;
-        let mut out = vec![0u64; STATS_SLOTS];
-        for cpu in values.chunks(STATS_SLOTS) {
-            for (i, (o, v)) in out.iter_mut().zip(cpu).enumerate() {
-                *o = if i == MAX {
-                    (*o).max(*v)
-                } else {
-                    o.wrapping_add(*v)
-                };
-            }
-        }
-        Ok(out)
-    }
-
-    /// Every counted value's key bytes and count (none for other kinds).
-    pub(crate) fn values(&self) -> Result<RawCounts, BpfError> {
-        let Some(map) = &self.values else {
-            return Ok(vec![]);
-        };
-        let size = match self.kind {
-            Kind::CountStrings => STRING_KEY,
-            _ => 8,
-        };
-        let mut out = vec![];
-        let mut key: Option<Vec<u8>> = None;
-        loop {
-            let mut next = vec![0u8; size];
-            let mut attr = MapElemAttr {
-                map_fd: map.as_raw_fd() as u32,
-                key: key.as_ref().map_or(0, |k| k.as_ptr() as u64),
-                value: next.as_mut_ptr() as u64,
-                ..MapElemAttr::default()
-            };
-            // SAFETY: the key (or NULL: the first key) and the next key are
-            // the map's key size.
-            match unsafe { bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) } {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
-                Err(e) => return Err(BpfError::from_os("reading the counted values", e)),
-            }
-            let mut count = [0u64; 1];
-            match lookup(map.as_fd(), &next, &mut count, "reading a count") {
-                Ok(()) => out.push((next.clone(), count[0])),
-                // Removed meanwhile: none are, but a race must not fail.
-                Err(BpfError::Os { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {
-                }
-                Err(e) => return Err(e),
-            }
-            key = Some(next);
-        }
-        Ok(out)
-    }
-}
-
-/// Looks `key` up in `map`, writing its value (all CPUs' for a per-CPU
-/// map) to `values`, which must be the value's size.
-fn lookup(map: BorrowedFd<'_>, key: &[u8], values: &mut [u64], what: &str) -> Result<(), BpfError> {
-    let mut attr = MapElemAttr {
-        map_fd: map.as_raw_fd() as u32,
-        key: key.as_ptr() as u64,
-        value: values.as_mut_ptr() as u64,
-        ..MapElemAttr::default()
-    };
-    // SAFETY: callers pass a key of the map's key size and a value buffer
-    // of its value size (times the possible CPUs for a per-CPU map).
-    unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }.map_err(|e| BpfError::from_os(what, e))?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //! - [`ProbeCounter`] counts per probe over the sites of several files.
 
 pub(crate) mod aggregate;
+mod aggregator;
 mod asm;
 mod counter;
 mod probes;
