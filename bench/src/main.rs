@@ -3,12 +3,15 @@
 //!
 //! ```text
 //! cargo run --release -p usdt-bench [-- --quick] [--json FILE] [--svg FILE]
+//! cargo run --release -p usdt-bench -- --answers-only [--quick]
+//! cargo run --release -p usdt-bench -- --latency-svg LATENCY.json FILE.svg
 //! ```
 //!
 //! Prints a table on stdout; progress goes to stderr. Attached rows need root
 //! (perf_event_open on the uprobe PMU). See bench/README.md for what each row
 //! runs and how it is measured.
 
+mod answers;
 mod attach;
 mod attached_rows;
 mod callgrind;
@@ -112,17 +115,20 @@ struct Options {
     many_only: bool,
     /// Only the fork guard's section.
     fork_only: bool,
+    /// Only the answers section.
+    answers_only: bool,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only] [--json FILE] [--svg FILE] | bench --prepare | bench --attached-rows N";
+const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only] [--json FILE] [--svg FILE] | bench --prepare | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         plan: Plan::FULL,
         many_only: false,
         fork_only: false,
+        answers_only: false,
         json: None,
         svg: None,
     };
@@ -137,6 +143,7 @@ fn options(args: &[String]) -> Result<Options, String> {
             "--quick" => o.plan = Plan::QUICK,
             "--many-only" => o.many_only = true,
             "--fork-only" => o.fork_only = true,
+            "--answers-only" => o.answers_only = true,
             "--json" => o.json = Some(file()?),
             "--svg" => o.svg = Some(file()?),
             "-h" | "--help" => {
@@ -171,6 +178,18 @@ fn main() {
         // The fork guard's fork-and-exit loop (forks.rs).
         Some("--fork-loop") => forks::helper(&args[1..]),
         // Build the peers helper only (tests time the bench without it).
+        Some("--latency-svg") => {
+            let (Some(json), Some(svg)) = (args.get(1), args.get(2)) else {
+                eprintln!("bench: {USAGE}");
+                std::process::exit(2);
+            };
+            if let Err(e) = answers::latency_svg(Path::new(json), Path::new(svg)) {
+                eprintln!("bench: {e}");
+                std::process::exit(1);
+            }
+            eprintln!("bench: wrote {svg}");
+            return;
+        }
         Some("--prepare") => {
             if let Err(e) = peers::build() {
                 eprintln!("bench: {e}");
@@ -216,6 +235,11 @@ fn run(opts: Options) -> Result<(), String> {
         let cost = forks::run(&exe, opts.plan.runs, quick, cannot_attach().is_none());
         print!("{}", forks::table(&cost));
         return cost.map(|_| ());
+    }
+    if opts.answers_only {
+        let a = answers::run(opts.plan.runs == 1)?;
+        print!("{}", answers::table(&a));
+        return Ok(());
     }
     let machine = machine::Machine::probe();
     let clock = machine::CpuClock::now();
@@ -354,10 +378,23 @@ fn run(opts: Options) -> Result<(), String> {
         report.auto = Some(attach::auto_choice(&exe));
     }
     report.many = many::run(opts.plan.runs == 1);
+    bar.set_message("answers");
+    if bar.is_hidden() {
+        eprintln!("bench: the answers section ...");
+    }
+    let answers = if no_attach.is_none() {
+        answers::run(opts.plan.runs == 1)
+    } else {
+        Err("needs root".into())
+    };
     bar.finish_and_clear();
     report.others = clock.others_since();
 
     print!("{}", report.table());
+    match &answers {
+        Ok(a) => print!("{}", answers::table(a)),
+        Err(why) => println!("\nAnswers in the kernel: not measured: {why}"),
+    }
     if let Some(path) = &opts.json {
         report.write_json(path)?;
         eprintln!("bench: wrote {}", path.display());

@@ -140,8 +140,14 @@ pub const PYTHON_VENV: Package = Package {
     provides: &["/usr/lib/python3.11/ensurepip/__init__.py"],
 };
 
+/// Prometheus, which scrapes `usdt serve` in the tests and the bench.
+pub const PROMETHEUS: Package = Package {
+    name: "prometheus",
+    provides: &["/usr/bin/prometheus"],
+};
+
 /// Every package a need may name, for `.ci/run` and for the unit test.
-pub const PACKAGES: [Package; 21] = [
+pub const PACKAGES: [Package; 22] = [
     BPFTRACE,
     SDT,
     GDB,
@@ -163,6 +169,7 @@ pub const PACKAGES: [Package; 21] = [
     BUSYBOX,
     KMOD,
     PYTHON_VENV,
+    PROMETHEUS,
 ];
 
 /// Something a test or a bench row needs.

@@ -26,6 +26,8 @@ Examples:
   usdt list ./server
   sudo usdt count 'http:*' -p 4242
   sudo usdt trace -- ./server --port 8080
+  sudo usdt latency http:request_start http:request_done --key id -p 4242
+  sudo usdt serve --listen :9464 --all ./server
   bpftrace -e \"$(usdt bpftrace ./server)\" -c ./server
 
 `usdt COMMAND --help` describes each command.",
@@ -94,6 +96,48 @@ copy of the stack); auto picks BPF when the kernel has it, perf with
 --no-kernel-fetch.
 $USDT_TRACE_ENGINE sets the default.")]
     Trace(TraceArgs),
+    /// Time from one probe to another as a histogram, paired in the kernel
+    ///
+    /// Each hit of END is paired with the last hit of START with the same
+    /// key: the thread by default, or an argument (`--key arg0`, or a
+    /// parameter's name from the probe's signature record), so that
+    /// requests that cross threads pair right. Start times and the log2
+    /// histogram live in BPF maps: no record per hit leaves the kernel. At
+    /// the end (the process's or command's, --duration or Ctrl-C) prints
+    /// the histogram with count, p50, p90, p99 and max, ends without a
+    /// start and starts lost to a full map.
+    #[command(after_help = "\
+Examples:
+  sudo usdt latency http:request_start http:request_done -- ./server
+  sudo usdt latency lat:start lat:done --key id --json -p 4242
+  sudo usdt latency db:query db:result --all ./server --duration 60
+
+Needs BPF uprobe_multi links (Linux 6.6+) on x86-64.")]
+    Latency(LatencyArgs),
+    /// A log2 histogram of a probe's numeric argument, kept in the kernel
+    #[command(after_help = "\
+Examples:
+  sudo usdt hist http:request_done nanos -- ./server
+  sudo usdt hist 'db:*' arg2 -p 4242 --duration 10")]
+    Hist(HistArgs),
+    /// Serve hit counts and latency histograms to Prometheus (/metrics)
+    ///
+    /// `usdt_probe_hits_total{binary,provider,probe}` for the probes the
+    /// globs match (every probe without globs), and for each --latency
+    /// `usdt_latency_seconds{binary,start,end}` as a histogram, counted in
+    /// the kernel and read at each scrape. With --all, every current and
+    /// future process of the binary. SIGINT or SIGTERM detaches everything.
+    #[command(after_help = "\
+Examples:
+  sudo usdt serve --listen 127.0.0.1:9464 --all ./server
+  sudo usdt serve --listen :9464 --all ./server 'http:*' --latency http:request_start,http:request_done,id
+
+Prometheus scrapes it with
+  scrape_configs:
+    - job_name: usdt
+      static_configs:
+        - targets: ['HOST:9464']")]
+    Serve(ServeArgs),
     /// Print a bpftrace program that prints hits as `usdt trace` does
     #[command(after_help = "\
 Example:
@@ -176,6 +220,18 @@ pub(crate) struct CountArgs {
     /// Count every process that runs BINARY (or maps it, for a library).
     #[arg(long, value_name = "BINARY")]
     pub(crate) all: Option<PathBuf>,
+    /// Count per value of argument ARG (`argN` or a parameter's name; a
+    /// string parameter counts its strings), in the kernel; prints the
+    /// --top values.
+    #[arg(long, value_name = "ARG")]
+    pub(crate) by: Option<String>,
+    /// With --by: read ARG as the address of a NUL-terminated string (for
+    /// probes without a signature record).
+    #[arg(long, requires = "by")]
+    pub(crate) string: bool,
+    /// With --by: how many values to print, the most counted first.
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "by")]
+    pub(crate) top: usize,
     /// The probes to count (provider:name, with * and ?); none: every probe.
     #[arg(value_name = "PROBE-GLOB")]
     pub(crate) globs: Vec<String>,
@@ -183,6 +239,132 @@ pub(crate) struct CountArgs {
     /// shared libraries it loads are counted); usdt exits with its status.
     #[arg(last = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,
+}
+
+/// `usdt latency`.
+#[derive(Args, Debug)]
+#[command(
+    group(ArgGroup::new("target").required(true).args(["pid", "command", "all"])),
+    override_usage = "usdt latency [OPTIONS] START END (-p PID | --all BINARY | -- COMMAND [ARGS]...)"
+)]
+pub(crate) struct LatencyArgs {
+    /// The probe that starts (provider:name).
+    #[arg(value_name = "START")]
+    pub(crate) start: String,
+    /// The probe that ends (provider:name).
+    #[arg(value_name = "END")]
+    pub(crate) end: String,
+    /// What pairs an END with its START: `tid` (the default), `argN`, or a
+    /// parameter's name from the probes' signature records.
+    #[arg(long, value_name = "ARG")]
+    pub(crate) key: Option<String>,
+    /// One JSON object: count, unmatched, lost_starts, buckets, p50_ns,
+    /// p90_ns, p99_ns, max_ns.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Stop after SECONDS and print the histogram.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub(crate) duration: Option<Duration>,
+    /// Where on each site the uprobe goes.
+    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
+    pub(crate) attach: Attach,
+    /// Time the running process PID (every thread, every file it maps).
+    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
+    pub(crate) pid: Option<u32>,
+    /// Time every process that runs BINARY, now or later.
+    #[arg(long, value_name = "BINARY")]
+    pub(crate) all: Option<PathBuf>,
+    /// The command to start with the uprobes in place; usdt exits with its
+    /// status.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// `usdt hist`.
+#[derive(Args, Debug)]
+#[command(
+    group(ArgGroup::new("target").required(true).args(["pid", "command", "all"])),
+    override_usage = "usdt hist [OPTIONS] PROBE-GLOB ARG (-p PID | --all BINARY | -- COMMAND [ARGS]...)"
+)]
+pub(crate) struct HistArgs {
+    /// The probe (provider:name, with * and ?).
+    #[arg(value_name = "PROBE-GLOB")]
+    pub(crate) probe: String,
+    /// The argument: `argN` or a parameter's name.
+    #[arg(value_name = "ARG")]
+    pub(crate) arg: String,
+    /// One JSON object: count, sum, max, buckets, p50, p90, p99.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Stop after SECONDS and print the histogram.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub(crate) duration: Option<Duration>,
+    /// Where on each site the uprobe goes.
+    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
+    pub(crate) attach: Attach,
+    /// The running process PID.
+    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
+    pub(crate) pid: Option<u32>,
+    /// Every process that runs BINARY, now or later.
+    #[arg(long, value_name = "BINARY")]
+    pub(crate) all: Option<PathBuf>,
+    /// The command to start with the uprobes in place.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// `usdt serve`.
+#[derive(Args, Debug)]
+#[command(
+    group(ArgGroup::new("target").required(true).args(["pid", "command", "all"])),
+    override_usage = "usdt serve --listen ADDR [OPTIONS] [PROBE-GLOB]... (-p PID | --all BINARY | -- COMMAND [ARGS]...)"
+)]
+pub(crate) struct ServeArgs {
+    /// The address to serve /metrics on: HOST:PORT, or :PORT for every
+    /// interface.
+    #[arg(long, value_name = "ADDR", required = true)]
+    pub(crate) listen: String,
+    /// A latency histogram from START to END, paired by KEY (the thread
+    /// by default; argN or a parameter name); repeatable.
+    #[arg(long, value_name = "START,END[,KEY]", value_parser = parse_latency_option)]
+    pub(crate) latency: Vec<(String, String, Option<String>)>,
+    /// Where on each site the uprobe goes.
+    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
+    pub(crate) attach: Attach,
+    /// Stop after SECONDS.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub(crate) duration: Option<Duration>,
+    /// The running process PID.
+    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
+    pub(crate) pid: Option<u32>,
+    /// Every process that runs BINARY, now or later.
+    #[arg(long, value_name = "BINARY")]
+    pub(crate) all: Option<PathBuf>,
+    /// The probes whose hits are counted (provider:name, with * and ?);
+    /// none: every probe.
+    #[arg(value_name = "PROBE-GLOB")]
+    pub(crate) globs: Vec<String>,
+    /// The command to start with the uprobes in place; usdt serves until it
+    /// exits and exits with its status.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// `START,END[,KEY]`.
+fn parse_latency_option(v: &str) -> Result<(String, String, Option<String>), String> {
+    let bad = || {
+        format!(
+            "--latency takes START,END[,KEY], such as 'http:request_start,http:request_done,id', not \"{v}\""
+        )
+    };
+    let parts: Vec<&str> = v.split(',').collect();
+    match parts[..] {
+        [s, e] if s.contains(':') && e.contains(':') => Ok((s.into(), e.into(), None)),
+        [s, e, k] if s.contains(':') && e.contains(':') && !k.is_empty() => {
+            Ok((s.into(), e.into(), Some(k.into())))
+        }
+        _ => Err(bad()),
+    }
 }
 
 /// `usdt trace`.
@@ -436,6 +618,24 @@ mod tests {
         };
         assert_eq!(t.strings, vec![("p:n".to_string(), 1)]);
         assert_eq!(t.command, ["prog", "-x", "--y"]);
+    }
+
+    #[test]
+    fn latency_options_are_start_end_and_key() {
+        assert_eq!(
+            parse_latency_option("a:s,a:e"),
+            Ok(("a:s".into(), "a:e".into(), None))
+        );
+        assert_eq!(
+            parse_latency_option("a:s,a:e,id"),
+            Ok(("a:s".into(), "a:e".into(), Some("id".into())))
+        );
+        assert!(parse_latency_option("a:s").is_err());
+        assert!(parse_latency_option("a:s,a:e,").is_err());
+        let (text, ..) = parse(&["serve", "--all", "x"]).unwrap_err();
+        assert!(text.contains("--listen"), "{text}");
+        assert!(parse(&["count", "--top", "3", "-p", "1"]).is_err());
+        assert!(parse(&["latency", "a:s", "a:e", "-p", "1", "--", "x"]).is_err());
     }
 
     #[test]

@@ -38,6 +38,44 @@ pub(crate) enum CliError {
         probe: String,
         args: usize,
     },
+    /// `--by`, `--key` or `hist`'s ARG that a probe does not have; `takes`
+    /// says what it has.
+    NoSuchArg {
+        probe: String,
+        arg: String,
+        takes: String,
+    },
+    /// An ARG that names different operands in two matched probes.
+    ArgDiffers {
+        arg: String,
+        first: (usize, String),
+        other: (usize, String),
+    },
+    /// An ARG of a kind the aggregation `by` cannot use.
+    ArgKind {
+        arg: String,
+        probe: String,
+        by: ArgUse,
+    },
+    /// No site to read ARG at.
+    NoSite { arg: String },
+    /// A latency probe that is not one `provider:name` (escaped).
+    NotAProbe { name: String },
+    /// `usdt serve` could not wait for a scrape.
+    Scrape(io::Error),
+    /// `usdt serve` could not write the exposition.
+    Exposition,
+}
+
+/// What an aggregated argument is for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ArgUse {
+    /// `count --by`: integers and strings.
+    CountBy,
+    /// `latency --key`: integers.
+    Key,
+    /// `hist`: integers.
+    Hist,
 }
 
 impl fmt::Display for CliError {
@@ -72,6 +110,34 @@ impl fmt::Display for CliError {
                 f,
                 "--str {glob}:{n} names argument {n}, but {probe} has {args} arguments (counted from 0)"
             ),
+            CliError::NoSuchArg { probe, arg, takes } => {
+                write!(f, "{probe} has no argument {arg}; it takes {takes}")
+            }
+            CliError::ArgDiffers { arg, first, other } => write!(
+                f,
+                "{arg} is arg{} of {} but arg{} of {}: aggregate one probe at a time",
+                first.0, first.1, other.0, other.1
+            ),
+            CliError::ArgKind { arg, probe, by } => match by {
+                ArgUse::CountBy => write!(
+                    f,
+                    "{arg} of {probe} is a byte slice or a float; --by counts integers and strings"
+                ),
+                ArgUse::Key => write!(
+                    f,
+                    "--key {arg}: {probe} is not an integer (a latency pairs by an integer or the thread)"
+                ),
+                ArgUse::Hist => write!(
+                    f,
+                    "{arg} of {probe} is not an integer; `usdt count --by {arg}` counts its values"
+                ),
+            },
+            CliError::NoSite { arg } => write!(f, "no site to read {arg} at"),
+            CliError::NotAProbe { name } => {
+                write!(f, "\"{name}\" is not a probe: write provider:name")
+            }
+            CliError::Scrape(e) => write!(f, "waiting for a scrape: {e}"),
+            CliError::Exposition => f.write_str("the metrics could not be written"),
         }
     }
 }
@@ -80,7 +146,7 @@ impl std::error::Error for CliError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             CliError::Trace(e) | CliError::Read { source: e, .. } => Some(e),
-            CliError::Output(e) => Some(e),
+            CliError::Output(e) | CliError::Scrape(e) => Some(e),
             _ => None,
         }
     }

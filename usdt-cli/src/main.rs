@@ -10,11 +10,15 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
+mod answers;
 mod args;
 mod closest;
+mod count_by;
 mod count_cmd;
 mod count_engine;
 mod error;
+mod latency;
+mod serve;
 mod trace_cmd;
 mod typed;
 
@@ -78,7 +82,13 @@ fn run(command: Command) -> Result<i32, CliError> {
     match command {
         Command::Features(args) => features(args),
         Command::List(args) => list(args),
-        Command::Count(args) => count_cmd::count(args),
+        Command::Count(mut args) => match args.by.take() {
+            Some(by) => count_by::count_by(args, by),
+            None => count_cmd::count(args),
+        },
+        Command::Latency(args) => latency::latency(args),
+        Command::Hist(args) => latency::hist(args),
+        Command::Serve(args) => serve::serve(args),
         Command::Trace(args) => trace_cmd::trace(args),
         Command::Bpftrace(args) => typed::bpftrace(args),
     }

@@ -143,6 +143,30 @@ pub enum Error {
         /// Why.
         source: Box<Error>,
     },
+    /// A latency asked between a probe and itself.
+    SameProbe {
+        /// `provider:name`.
+        probe: String,
+    },
+    /// A site given to a latency whose probe is neither its start nor its
+    /// end.
+    NotStartOrEnd {
+        /// The site's `provider:name`.
+        probe: String,
+        /// The latency's start probe.
+        start: String,
+        /// The latency's end probe.
+        end: String,
+    },
+    /// An argument index past a probe's arguments.
+    NoSuchArg {
+        /// `provider:name`.
+        probe: String,
+        /// The index asked for.
+        arg: usize,
+        /// How many arguments the probe has.
+        args: usize,
+    },
     /// An engine other than `auto`, `bpf` and `perf`.
     BadEngine {
         /// What was given.
@@ -214,6 +238,17 @@ impl fmt::Display for Error {
                 write!(f, "no probe of {} matches {globs}", program.display())
             }
             Error::File { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::SameProbe { probe } => {
+                write!(f, "a latency needs two different probes, not {probe} twice")
+            }
+            Error::NotStartOrEnd { probe, start, end } => {
+                write!(f, "{probe} is neither the start ({start}) nor the end ({end})")
+            }
+            Error::NoSuchArg { probe, arg, args } => write!(
+                f,
+                "{probe} has {args} arguments (arg0 to arg{}), not arg{arg}",
+                args.saturating_sub(1)
+            ),
             Error::BadEngine { value } => {
                 write!(f, "the engine is auto, bpf or perf, not \"{value}\"")
             }

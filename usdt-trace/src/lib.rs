@@ -58,6 +58,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod aggregate;
 mod arch;
 mod attach;
 mod bpftrace;
@@ -81,6 +82,7 @@ mod speedtest;
 mod sys;
 mod typed;
 
+pub use aggregate::{Aggregation, CountedValue, Histogram, LatencyKey};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
 pub use caps::{
     auto_delta, auto_delta_here, caps, fork_safe, tracefs_root, AutoInputs, Caps, Speed,

@@ -23,9 +23,15 @@ use super::{syscall, Syscall, SyscallError};
 pub(crate) const BPF_MAP_CREATE: libc::c_int = bpf_cmd::BPF_MAP_CREATE as libc::c_int;
 pub(crate) const BPF_MAP_LOOKUP_ELEM: libc::c_int = bpf_cmd::BPF_MAP_LOOKUP_ELEM as libc::c_int;
 pub(crate) const BPF_MAP_UPDATE_ELEM: libc::c_int = bpf_cmd::BPF_MAP_UPDATE_ELEM as libc::c_int;
+pub(crate) const BPF_MAP_GET_NEXT_KEY: libc::c_int = bpf_cmd::BPF_MAP_GET_NEXT_KEY as libc::c_int;
 pub(crate) const BPF_PROG_LOAD: libc::c_int = bpf_cmd::BPF_PROG_LOAD as libc::c_int;
 pub(crate) const BPF_LINK_CREATE: libc::c_int = bpf_cmd::BPF_LINK_CREATE as libc::c_int;
 
+/// `BPF_NOEXIST`: a map update that only inserts.
+pub(crate) const BPF_NOEXIST: i32 = aya_obj::generated::BPF_NOEXIST as i32;
+
+/// `enum bpf_map_type`: a hash table.
+pub(crate) const BPF_MAP_TYPE_HASH: u32 = bpf_map_type::BPF_MAP_TYPE_HASH as u32;
 /// `enum bpf_map_type`: an array of values.
 pub(crate) const BPF_MAP_TYPE_ARRAY: u32 = bpf_map_type::BPF_MAP_TYPE_ARRAY as u32;
 /// `enum bpf_map_type`: one value per CPU for each key.
@@ -43,6 +49,10 @@ pub(crate) const BPF_TRACE_UPROBE_MULTI: u32 = bpf_attach_type::BPF_TRACE_UPROBE
 pub(crate) mod helper {
     /// `bpf_map_lookup_elem(map, key)`.
     pub(crate) const MAP_LOOKUP_ELEM: i32 = 1;
+    /// `bpf_map_update_elem(map, key, value, flags)`.
+    pub(crate) const MAP_UPDATE_ELEM: i32 = 2;
+    /// `bpf_map_delete_elem(map, key)`.
+    pub(crate) const MAP_DELETE_ELEM: i32 = 3;
     /// `bpf_ktime_get_ns()`.
     pub(crate) const KTIME_GET_NS: i32 = 5;
     /// `bpf_get_current_pid_tgid()`.
@@ -61,8 +71,10 @@ pub(crate) mod helper {
 
     /// Every helper, by its name in `linux/bpf.h`.
     #[cfg(test)]
-    pub(crate) const ALL: [(&str, i32); 8] = [
+    pub(crate) const ALL: [(&str, i32); 10] = [
         ("BPF_FUNC_map_lookup_elem", MAP_LOOKUP_ELEM),
+        ("BPF_FUNC_map_update_elem", MAP_UPDATE_ELEM),
+        ("BPF_FUNC_map_delete_elem", MAP_DELETE_ELEM),
         ("BPF_FUNC_ktime_get_ns", KTIME_GET_NS),
         ("BPF_FUNC_get_current_pid_tgid", GET_CURRENT_PID_TGID),
         ("BPF_FUNC_probe_read_user", PROBE_READ_USER),
@@ -79,6 +91,7 @@ pub(crate) fn command_name(cmd: libc::c_int) -> &'static str {
         BPF_MAP_CREATE => "bpf(BPF_MAP_CREATE)",
         BPF_MAP_LOOKUP_ELEM => "bpf(BPF_MAP_LOOKUP_ELEM)",
         BPF_MAP_UPDATE_ELEM => "bpf(BPF_MAP_UPDATE_ELEM)",
+        BPF_MAP_GET_NEXT_KEY => "bpf(BPF_MAP_GET_NEXT_KEY)",
         BPF_PROG_LOAD => "bpf(BPF_PROG_LOAD)",
         BPF_LINK_CREATE => "bpf(BPF_LINK_CREATE)",
         _ => "bpf",
@@ -294,6 +307,7 @@ mod tests {
         assert_eq!((BPF_MAP_CREATE, BPF_PROG_LOAD, BPF_LINK_CREATE), (0, 5, 28));
         assert_eq!(BPF_TRACE_UPROBE_MULTI, 48);
         assert_eq!(BPF_MAP_TYPE_RINGBUF, 27);
+        assert_eq!((BPF_MAP_GET_NEXT_KEY, BPF_MAP_TYPE_HASH), (4, 1));
         assert_eq!(command_name(BPF_LINK_CREATE), "bpf(BPF_LINK_CREATE)");
     }
 }

@@ -67,6 +67,8 @@ const BPF_SUB: u8 = 0x10;
 const BPF_MUL: u8 = 0x20;
 const BPF_AND: u8 = 0x50;
 const BPF_LSH: u8 = 0x60;
+const BPF_RSH: u8 = 0x70;
+const BPF_ARSH: u8 = 0xc0;
 const BPF_MOV: u8 = 0xb0;
 const BPF_JA: u8 = 0x00;
 const BPF_JEQ: u8 = 0x10;
@@ -122,6 +124,21 @@ pub(crate) fn and64_imm(dst: Reg, imm: i32) -> Insn {
 /// `dst <<= imm` (64-bit).
 pub(crate) fn lsh64_imm(dst: Reg, imm: i32) -> Insn {
     insn(BPF_ALU64 | BPF_LSH | BPF_K, dst, R0, 0, imm)
+}
+
+/// `dst >>= imm` (64-bit, logical).
+pub(crate) fn rsh64_imm(dst: Reg, imm: i32) -> Insn {
+    insn(BPF_ALU64 | BPF_RSH | BPF_K, dst, R0, 0, imm)
+}
+
+/// `dst >>= imm` (64-bit, arithmetic: the sign bit is copied).
+pub(crate) fn arsh64_imm(dst: Reg, imm: i32) -> Insn {
+    insn(BPF_ALU64 | BPF_ARSH | BPF_K, dst, R0, 0, imm)
+}
+
+/// `dst -= src` (64-bit).
+pub(crate) fn sub64_reg(dst: Reg, src: Reg) -> Insn {
+    insn(BPF_ALU64 | BPF_SUB | BPF_X, dst, src, 0, 0)
 }
 
 /// `dst = *(size *)(src + off)`, zero-extended.
@@ -183,6 +200,8 @@ pub(crate) enum Cmp {
     Ge = 0x30,
     /// `!=`
     Ne = 0x50,
+    /// `<` (signed)
+    Slt = 0xc0,
 }
 
 /// `r0 = helper(r1, ..., r5)`.
@@ -232,6 +251,13 @@ impl Asm {
         self.jumps.push((self.insns.len(), label));
         self.insns
             .push(insn(BPF_JMP | cmp as u8 | BPF_K, dst, R0, 0, imm));
+    }
+
+    /// `if dst CMP src goto label` (two registers).
+    pub(crate) fn jump_if_reg(&mut self, dst: Reg, cmp: Cmp, src: Reg, label: Label) {
+        self.jumps.push((self.insns.len(), label));
+        self.insns
+            .push(insn(BPF_JMP | cmp as u8 | BPF_X, dst, src, 0, 0));
     }
 
     /// `goto label`.
@@ -306,6 +332,9 @@ mod tests {
         assert_eq!(bytes(lsh64_imm(R2, 3)), [0x67, 0x02, 0, 0, 3, 0, 0, 0]);
         assert_eq!(bytes(and64_imm(R1, 1)), [0x57, 0x01, 0, 0, 1, 0, 0, 0]);
         assert_eq!(bytes(sub64_imm(R1, 5)), [0x17, 0x01, 0, 0, 5, 0, 0, 0]);
+        assert_eq!(bytes(rsh64_imm(R3, 16)), [0x77, 0x03, 0, 0, 16, 0, 0, 0]);
+        assert_eq!(bytes(arsh64_imm(R1, 56)), [0xc7, 0x01, 0, 0, 56, 0, 0, 0]);
+        assert_eq!(bytes(sub64_reg(R9, R8)), [0x1f, 0x89, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]
@@ -323,5 +352,11 @@ mod tests {
         let p = a.finish();
         assert_eq!(bytes(p[0]), [0x25, 0x01, 3, 0, 20, 0, 0, 0]);
         assert_eq!(bytes(p[2]), [0x05, 0, 1, 0, 0, 0, 0, 0]);
+        let mut a = Asm::default();
+        let end = a.label();
+        a.jump_if_reg(R1, Cmp::Ge, R9, end);
+        a.bind(end);
+        a.push([exit()]);
+        assert_eq!(bytes(a.finish()[0]), [0x3d, 0x91, 0, 0, 0, 0, 0, 0]);
     }
 }

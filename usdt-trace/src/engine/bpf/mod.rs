@@ -15,6 +15,8 @@
 //!   detaches every site at once.
 //! - [`ProbeCounter`] counts per probe over the sites of several files.
 
+pub(crate) mod aggregate;
+mod aggregator;
 mod asm;
 mod counter;
 mod probes;

@@ -1,0 +1,550 @@
+//! The answers section: what an answer costs per hit when the kernel
+//! aggregates it, beside plain counting and bpftrace's hand-written
+//! latency script, in one run; and the CPU `usdt serve` uses between
+//! scrapes.
+//!
+//! One loop fires `answers:start(id, kind)` then `answers:done(id, kind)`
+//! (two hits per iteration, `kind` = id % 8). Each row attaches one way to
+//! this process, times the same number of iterations, and detaches; a
+//! row's cost per hit is its time per iteration minus the idle loop's,
+//! halved. Rows:
+//!
+//! - `count`: usdt-trace's per-probe counter (one BPF uprobe_multi link);
+//! - `count --by kind`: a hash map of `kind` values to counts;
+//! - `latency --key id`: start times by id in a hash map, a log2 histogram;
+//! - `latency (tid, nop)`: keyed by thread and attached at the nop, as
+//!   bpftrace places its uprobes;
+//! - `bpftrace @start/hist()`: `@start[tid] = nsecs` and
+//!   `@h = hist(nsecs - @start[tid]); delete(@start[tid])`.
+//!
+//! Ratios are to `count`. `usdt serve` (the release `usdt` beside this
+//! bench) serves every probe of this bench's executable with a latency;
+//! its CPU time is read from `/proc/PID/task/*/schedstat` over a window
+//! without scrapes, and for one scrape.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use usdt_provision::{Need, BPFTRACE};
+use usdt_trace::bpf::ProbeCounter;
+use usdt_trace::{read_file, Aggregation, AttachPoint, LatencyKey, Site, Target};
+
+#[usdt::provider]
+mod answers {
+    /// A request of this id and kind starts.
+    fn start(id: u64, kind: u64) {}
+    /// It is done.
+    fn done(id: u64, kind: u64) {}
+}
+
+/// `n` requests: two hits each.
+#[inline(never)]
+fn requests(n: u64) {
+    for id in 0..n {
+        let kind = id % 8;
+        answers::start!(id, kind);
+        answers::done!(id, kind);
+    }
+}
+
+/// One row: its name and its cost per hit.
+#[derive(Clone, Debug)]
+pub struct AnswersRow {
+    pub name: &'static str,
+    pub ns_per_hit: f64,
+}
+
+/// The section's results.
+#[derive(Debug)]
+pub struct Answers {
+    /// The idle loop's time per iteration.
+    pub idle_ns: f64,
+    pub rows: Vec<AnswersRow>,
+    /// Rows that could not run, and why.
+    pub skipped: Vec<(&'static str, String)>,
+    /// `usdt serve`: CPU between scrapes (% of one CPU) and per scrape
+    /// (ms), or why it was not measured.
+    pub serve: Result<(f64, f64), String>,
+}
+
+/// The best (least) time per iteration of `runs` runs of `n`.
+fn ns_per_iteration(n: u64, runs: usize) -> f64 {
+    requests(n / 10); // warm: the first hit optimizes a nop5 site
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            requests(std::hint::black_box(n));
+            t.elapsed().as_nanos() as f64 / n as f64
+        })
+        .fold(f64::MAX, f64::min)
+}
+
+/// This executable and its two sites of `answers`.
+fn sites() -> Result<(PathBuf, Vec<Site>), String> {
+    let exe = std::fs::canonicalize("/proc/self/exe").map_err(|e| e.to_string())?;
+    let sites: Vec<Site> = read_file(&exe)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|s| s.provider == "answers")
+        .collect();
+    if sites.len() < 2 {
+        return Err(format!("{} has no answers:start/done sites", exe.display()));
+    }
+    Ok((exe, sites))
+}
+
+/// Attached one way, for the time of the runs.
+enum Attached {
+    Count(ProbeCounter),
+    Agg(Aggregation),
+    /// bpftrace, and its output once it exits.
+    Bpftrace(Child, std::sync::mpsc::Receiver<String>),
+}
+
+fn attach(row: &str, exe: &Path, sites: &[Site]) -> Result<Attached, String> {
+    let me = Target::Pid(std::process::id());
+    let refs: Vec<&Site> = sites.iter().collect();
+    let e = |e: usdt_trace::Error| e.to_string();
+    Ok(match row {
+        "count" => {
+            Attached::Count(ProbeCounter::attach(&[(exe, refs)], AttachPoint::Auto, me).map_err(e)?)
+        }
+        "count --by kind" => {
+            let mut a = Aggregation::count_by(1, false, false, AttachPoint::Auto).map_err(e)?;
+            a.attach(exe, &refs, me).map_err(e)?;
+            Attached::Agg(a)
+        }
+        "latency --key id" | "latency (tid, nop)" => {
+            let (key, point) = if row == "latency --key id" {
+                (LatencyKey::Arg { start: 0, end: 0 }, AttachPoint::Auto)
+            } else {
+                (LatencyKey::Thread, AttachPoint::Nop)
+            };
+            let mut a =
+                Aggregation::latency("answers:start", "answers:done", key, point).map_err(e)?;
+            a.attach(exe, &refs, me).map_err(e)?;
+            Attached::Agg(a)
+        }
+        _ => {
+            let (child, output) = bpftrace(exe, sites)?;
+            Attached::Bpftrace(child, output)
+        }
+    })
+}
+
+/// The values of this process's semaphores of `sites`.
+fn semaphores(exe: &Path, sites: &[Site]) -> Result<Vec<u16>, String> {
+    let pid = std::process::id();
+    let objects = usdt_trace::read_process(pid).map_err(|e| e.to_string())?;
+    let bias = objects
+        .iter()
+        .find(|o| o.path == exe)
+        .map(|o| o.bias)
+        .ok_or_else(|| format!("{} is not mapped", exe.display()))?;
+    sites
+        .iter()
+        .filter_map(|s| s.semaphore)
+        .map(|a| usdt_trace::read_semaphore(pid, a.wrapping_add(bias)).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// bpftrace with the hand-written latency script, attached to this
+/// process; returns once its uprobes are in place (bpftrace prints
+/// "Attaching" before it attaches; the kernel raises each site's semaphore
+/// while it registers the uprobe).
+fn bpftrace(
+    exe: &Path,
+    sites: &[Site],
+) -> Result<(Child, std::sync::mpsc::Receiver<String>), String> {
+    usdt_provision::ensure(&[Need::package(
+        BPFTRACE,
+        "the bench compares its latency script with usdt latency",
+    )])
+    .map_err(|e| e.to_string())?;
+    let shown = exe.display();
+    let script = format!(
+        "usdt:{shown}:answers:start {{ @start[tid] = nsecs; }}\n\
+         usdt:{shown}:answers:done /@start[tid]/ {{ @h = hist(nsecs - @start[tid]); delete(@start[tid]); }}"
+    );
+    let mut child = Command::new("bpftrace")
+        .args(["-p", &std::process::id().to_string(), "-e", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("bpftrace: {e}"))?;
+    let mut out = BufReader::new(child.stdout.take().ok_or("bpftrace has no stdout")?);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if out.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+            let _ = child.wait();
+            return Err("bpftrace exited before attaching".into());
+        }
+        if line.starts_with("Attaching") {
+            break;
+        }
+    }
+    // Read the rest (the histogram at the end) meanwhile, so that bpftrace
+    // never blocks on a full pipe.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = out.read_to_string(&mut rest);
+        let _ = tx.send(rest);
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let raised = semaphores(exe, sites).inspect_err(|_| stop(&mut child))?;
+        if !raised.is_empty() && raised.iter().all(|v| *v > 0) {
+            break;
+        }
+        if Instant::now() > deadline {
+            stop(&mut child);
+            return Err("bpftrace did not attach within 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Its semaphores are raised as each uprobe is registered: let the last
+    // one settle.
+    std::thread::sleep(Duration::from_millis(200));
+    Ok((child, rx))
+}
+
+/// Stops bpftrace: SIGINT (repeated: one sent while it starts up may be
+/// missed), then SIGKILL after 10 s.
+fn stop(child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        // SAFETY: kill with our child's pid and a signal has no memory
+        // effects.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        for _ in 0..10 {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Checks that every one of `pairs` requests was seen (for usdt-trace's
+/// rows), then detaches (bpftrace: SIGINT, then waits for it to exit).
+fn check_and_detach(a: Attached, pairs: u64) -> Result<(), String> {
+    let e = |e: usdt_trace::Error| e.to_string();
+    let seen = match a {
+        Attached::Count(c) => c
+            .probe_counts()
+            .map_err(e)?
+            .get("answers:done")
+            .copied()
+            .unwrap_or(0),
+        Attached::Agg(a) => {
+            let counts = a.counts().map_err(e)?;
+            if counts.is_empty() {
+                a.histogram().map_err(e)?.count
+            } else {
+                counts.iter().map(|(_, n)| n).sum::<u64>() / 2
+            }
+        }
+        Attached::Bpftrace(mut child, output) => {
+            stop(&mut child);
+            // The sum of its histogram's rows: `[1K, 2K)   N |@@@|`.
+            let text = output
+                .recv_timeout(Duration::from_secs(10))
+                .map_err(|_| "bpftrace printed no histogram".to_string())?;
+            text.lines()
+                .filter(|l| l.starts_with('['))
+                .filter_map(|l| l.split(')').nth(1).or_else(|| l.split(']').nth(1)))
+                .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+                .sum()
+        }
+    };
+    if seen != pairs {
+        return Err(format!("{seen} of {pairs} requests were aggregated"));
+    }
+    Ok(())
+}
+
+const ROWS: [&str; 5] = [
+    "count",
+    "count --by kind",
+    "latency --key id",
+    "latency (tid, nop)",
+    "bpftrace @start/hist()",
+];
+
+/// Runs the section: `quick` runs fewer iterations and a shorter serve
+/// window.
+pub fn run(quick: bool) -> Result<Answers, String> {
+    let (exe, sites) = sites()?;
+    let n = if quick { 100_000 } else { 1_000_000 };
+    let runs = if quick { 3 } else { 5 };
+    let idle_ns = ns_per_iteration(n, runs);
+    let mut out = Answers {
+        idle_ns,
+        rows: vec![],
+        skipped: vec![],
+        serve: Err("not run".into()),
+    };
+    for name in ROWS {
+        match attach(name, &exe, &sites) {
+            Ok(a) => {
+                let ns = ns_per_iteration(n, runs);
+                match check_and_detach(a, n / 10 + n * runs as u64) {
+                    Ok(()) => out.rows.push(AnswersRow {
+                        name,
+                        ns_per_hit: (ns - idle_ns).max(0.0) / 2.0,
+                    }),
+                    Err(why) => out.skipped.push((name, why)),
+                }
+            }
+            Err(why) => out.skipped.push((name, why)),
+        }
+    }
+    out.serve = serve_cpu(&exe, if quick { 3 } else { 10 });
+    Ok(out)
+}
+
+/// The release `usdt` beside this bench, built if missing.
+fn usdt_binary() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = exe.parent().ok_or("no directory")?;
+    let usdt = dir.join("usdt");
+    if usdt.exists() {
+        return Ok(usdt);
+    }
+    let target = dir.parent().ok_or("no target directory")?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "usdt-cli",
+            "--bin",
+            "usdt",
+        ])
+        .arg("--target-dir")
+        .arg(target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !status.success() || !usdt.exists() {
+        return Err(format!(
+            "`cargo build --release -p usdt-cli` failed ({status})"
+        ));
+    }
+    Ok(usdt)
+}
+
+/// Nanoseconds on CPU of every thread of `pid`.
+fn cpu_ns(pid: u32) -> Result<u64, String> {
+    let dir = format!("/proc/{pid}/task");
+    let mut sum = 0;
+    for task in std::fs::read_dir(&dir).map_err(|e| format!("{dir}: {e}"))? {
+        let path = task.map_err(|e| e.to_string())?.path().join("schedstat");
+        // A thread that ended meanwhile has nothing more to add.
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        sum += text
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .ok_or_else(|| format!("{}: {text}", path.display()))?;
+    }
+    Ok(sum)
+}
+
+/// One scrape of `/metrics`.
+fn scrape(port: u16) -> Result<usize, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).map_err(|e| e.to_string())?;
+    if !text.contains("usdt_probe_hits_total") {
+        return Err(format!("no usdt_probe_hits_total in {text}"));
+    }
+    Ok(text.len())
+}
+
+/// `usdt serve --all THIS_EXE --latency answers:start,answers:done,id`:
+/// its CPU over `seconds` without scrapes (% of one CPU), and per scrape
+/// (ms, the mean of 10).
+fn serve_cpu(exe: &Path, seconds: u64) -> Result<(f64, f64), String> {
+    let usdt = usdt_binary()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let mut child = Command::new(&usdt)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--all"])
+        .arg(exe)
+        .args(["--latency", "answers:start,answers:done,id"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", usdt.display()))?;
+    let result = (|| {
+        let mut err = BufReader::new(child.stderr.take().ok_or("no stderr")?);
+        let mut line = String::new();
+        err.read_line(&mut line).map_err(|e| e.to_string())?;
+        if !line.starts_with("usdt: serving") {
+            return Err(format!("usdt serve: {}", line.trim()));
+        }
+        let pid = child.id();
+        scrape(port)?;
+        std::thread::sleep(Duration::from_secs(1));
+        let (t0, c0) = (Instant::now(), cpu_ns(pid)?);
+        std::thread::sleep(Duration::from_secs(seconds));
+        let idle = (cpu_ns(pid)? - c0) as f64 / t0.elapsed().as_nanos() as f64 * 100.0;
+        let c1 = cpu_ns(pid)?;
+        for _ in 0..10 {
+            scrape(port)?;
+        }
+        // The last response may be written a little after it was read.
+        std::thread::sleep(Duration::from_millis(200));
+        let per_scrape = (cpu_ns(pid)? - c1) as f64 / 10.0 / 1e6;
+        Ok((idle, per_scrape))
+    })();
+    // SAFETY: kill with our child's pid and a signal has no memory effects.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    result
+}
+
+/// The section as a table.
+pub fn table(a: &Answers) -> String {
+    let mut s = String::from(
+        "\nAnswers in the kernel: cost per hit (answers:start + answers:done, this process)\n",
+    );
+    s += &format!("{:<26}{:>12}{:>12}\n", "row", "ns/hit", "x count");
+    s += &format!(
+        "{:<26}{:>12.1}{:>12}\n",
+        "idle loop (per iteration)", a.idle_ns, ""
+    );
+    let base = a
+        .rows
+        .iter()
+        .find(|r| r.name == "count")
+        .map(|r| r.ns_per_hit);
+    for r in &a.rows {
+        let ratio = base
+            .filter(|b| *b > 0.0)
+            .map_or("-".into(), |b| format!("{:.2}", r.ns_per_hit / b));
+        s += &format!("{:<26}{:>12.1}{:>12}\n", r.name, r.ns_per_hit, ratio);
+    }
+    for (name, why) in &a.skipped {
+        s += &format!("{name:<26} not measured: {why}\n");
+    }
+    match &a.serve {
+        Ok((idle, scrape)) => {
+            s += &format!(
+            "usdt serve: {idle:.3}% of a CPU between scrapes, {scrape:.2} ms of CPU per scrape\n"
+        )
+        }
+        Err(why) => s += &format!("usdt serve: not measured: {why}\n"),
+    }
+    s
+}
+
+/// Draws the histogram of a `usdt latency --json` object as an SVG in the
+/// bench's style: one horizontal bar per bucket, its count beside it.
+pub fn latency_svg(json: &Path, svg: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(json).map_err(|e| format!("{}: {e}", json.display()))?;
+    let line = text
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .ok_or_else(|| format!("{}: no JSON object", json.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("{}: {e}", json.display()))?;
+    draw(&v, svg).map_err(|e| format!("{}: {e}", svg.display()))
+}
+
+fn draw(v: &serde_json::Value, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    const BLUE_BAR: RGBColor = RGBColor(31, 119, 180);
+    let buckets: Vec<(u64, u64, u64)> = v["buckets"]
+        .as_array()
+        .ok_or("no buckets")?
+        .iter()
+        .map(|b| {
+            let n = |k: &str| b[k].as_u64().unwrap_or(0);
+            (n("low_ns"), n("high_ns"), n("count"))
+        })
+        .collect();
+    let (Some(first), Some(last)) = (buckets.first(), buckets.last()) else {
+        return Err("no values".into());
+    };
+    // Every bucket from the first to the last, empty ones included.
+    let lo = first.0.max(1).ilog2();
+    let hi = last.1.max(2).ilog2();
+    let rows: Vec<(u64, u64, u64)> = (lo..hi)
+        .map(|b| {
+            let (low, high) = (1u64 << b, 1u64 << (b + 1));
+            let n = buckets.iter().find(|x| x.0 == low).map_or(0, |x| x.2);
+            (low, high, n)
+        })
+        .collect();
+    let n = rows.len();
+    let top = rows.iter().map(|r| r.2).max().unwrap_or(1).max(1) as f64;
+    let root = SVGBackend::new(path, (960, 150 + 34 * n as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let caption = format!(
+        "usdt latency {} -> {} by {}: count {}, p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        v["start"].as_str().unwrap_or("?"),
+        v["end"].as_str().unwrap_or("?"),
+        v["key"].as_str().unwrap_or("?"),
+        v["count"].as_u64().unwrap_or(0),
+        ms(v["p50_ns"].as_u64().unwrap_or(0)),
+        ms(v["p90_ns"].as_u64().unwrap_or(0)),
+        ms(v["p99_ns"].as_u64().unwrap_or(0)),
+        ms(v["max_ns"].as_u64().unwrap_or(0)),
+    );
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 15))
+        .margin(12)
+        .margin_right(40)
+        .x_label_area_size(40)
+        .y_label_area_size(150)
+        .build_cartesian_2d(0f64..top * 1.25, 0f64..n as f64)?;
+    let label = |y: &f64| {
+        let i = n as f64 - 0.5 - y;
+        if (i - i.round()).abs() < 1e-6 && i >= 0.0 {
+            rows.get(i.round() as usize).map_or(String::new(), |r| {
+                format!("[{:.3}, {:.3}) ms", ms(r.0), ms(r.1))
+            })
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(2 * n + 1)
+        .y_label_formatter(&label)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_desc("pairs per log2 bucket, counted in the kernel")
+        .draw()?;
+    for (i, r) in rows.iter().enumerate() {
+        let y = (n - 1 - i) as f64;
+        let count = r.2 as f64;
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(0.0, y + 0.15), (count, y + 0.85)],
+            BLUE_BAR.filled(),
+        )))?;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{}", r.2),
+            (count + top * 0.01, y + 0.68),
+            ("sans-serif", 13),
+        )))?;
+    }
+    root.present()?;
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! The answers section: `bench --answers-only --quick` measures every row
+//! (each checks that every request was aggregated, bpftrace's by the sum of
+//! its histogram) and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
+//! latency --json` object. The bench is built in release in this build's
+//! target directory, as tests/bench.rs builds it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use usdt_provision::Need;
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).arg("--quiet");
+    cmd
+}
+
+/// The release bench, built (and the release `usdt` beside it, which the
+/// section runs as `usdt serve`).
+fn bench() -> PathBuf {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target directory");
+    for (package, bin) in [("usdt-bench", "bench"), ("usdt-cli", "usdt")] {
+        let status = cargo()
+            .args(["build", "--release", "-p", package, "--bin", bin])
+            .arg("--target-dir")
+            .arg(target)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building {bin} failed");
+    }
+    target.join("release/bench")
+}
+
+#[test]
+fn every_answers_row_is_measured_with_its_ratio() {
+    if !usdt_provision::ready(&[
+        Need::root("the bench attaches uprobes and loads BPF programs"),
+        Need::package(
+            usdt_provision::BPFTRACE,
+            "the answers section runs bpftrace's latency script",
+        ),
+    ]) {
+        return;
+    }
+    let out = Command::new(bench())
+        .args(["--answers-only", "--quick"])
+        .output()
+        .expect("bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for row in [
+        "count ",
+        "count --by kind ",
+        "latency --key id ",
+        "latency (tid, nop) ",
+        "bpftrace @start/hist() ",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no row {row}\n{stdout}\n{stderr}"));
+        let words: Vec<&str> = line[row.len()..].split_whitespace().collect();
+        let (ns, ratio): (f64, f64) = (words[0].parse().unwrap(), words[1].parse().unwrap());
+        assert!(ns > 0.0 && ratio > 0.0, "{line}");
+    }
+    assert!(!stdout.contains("not measured"), "{stdout}");
+    let serve = stdout
+        .lines()
+        .find(|l| l.starts_with("usdt serve: "))
+        .expect("the serve line");
+    assert!(
+        serve.contains("% of a CPU between scrapes") && serve.contains("ms of CPU per scrape"),
+        "{serve}"
+    );
+}
+
+#[test]
+fn a_latency_histogram_is_drawn() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("svg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("latency.json");
+    std::fs::write(
+        &json,
+        r#"{"start":"lat:start","end":"lat:done","key":"id","count":6,"unmatched":0,"lost_starts":0,"sum_ns":27000000,"buckets":[{"low_ns":1048576,"high_ns":2097152,"count":3},{"low_ns":4194304,"high_ns":8388608,"count":3}],"p50_ns":2097152,"p90_ns":8000000,"p99_ns":8100000,"max_ns":8100000}"#,
+    )
+    .unwrap();
+    let svg = dir.join("latency.svg");
+    let status = Command::new(bench())
+        .arg("--latency-svg")
+        .arg(&json)
+        .arg(&svg)
+        .status()
+        .expect("bench runs");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("usdt latency lat:start -&gt; lat:done by id: count 6"),
+        "{text}"
+    );
+    // Three buckets from the first to the last, the empty one included, and
+    // the two counts.
+    for label in [
+        "[1.049, 2.097) ms",
+        "[2.097, 4.194) ms",
+        "[4.194, 8.389) ms",
+    ] {
+        assert!(text.contains(label), "no {label}");
+    }
+    let bars = text.matches("fill=\"#1F77B4\"").count();
+    assert_eq!(bars, 3, "{text}");
+}

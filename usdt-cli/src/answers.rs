@@ -1,0 +1,286 @@
+//! What `latency`, `hist`, `count --by` and `serve` share: the target (a
+//! running process, every process of a binary, or a command started with
+//! the uprobes in place), attaching in-kernel aggregations to the files it
+//! maps (and to libraries it maps later), and waiting for the end.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use usdt_trace::{escape, escape_name, process_alive, Error, Session, Signatures, Site, Target};
+
+use crate::error::CliError;
+use crate::{
+    catch_signals, finish_command, interrupted, not_attached, open_session, print_notices,
+    raise_fd_limit, select, session_name, Opts,
+};
+
+/// Where the hits come from.
+#[derive(Clone, Debug)]
+pub(crate) enum Where {
+    /// A running process, every thread.
+    Process(u32),
+    /// Every process that runs (or maps) a file, now or later.
+    All(PathBuf),
+    /// A command started with the uprobes in place.
+    Command(Vec<OsString>),
+}
+
+impl Where {
+    /// From the options clap lets through: exactly one is given.
+    pub(crate) fn of(pid: Option<u32>, all: Option<PathBuf>, command: Vec<OsString>) -> Where {
+        match (pid, all) {
+            (Some(pid), _) => Where::Process(pid),
+            (None, Some(all)) => Where::All(all),
+            (None, None) => Where::Command(command),
+        }
+    }
+
+    /// The target options as `count` and `trace` take them, with `globs`.
+    fn opts(&self, globs: &[String]) -> Opts {
+        let mut opts = Opts {
+            operands: globs.to_vec(),
+            ..Opts::default()
+        };
+        match self {
+            Where::Process(pid) => opts.pid = Some(*pid),
+            Where::All(binary) => opts.all = Some(binary.clone()),
+            Where::Command(command) => opts.command = command.clone(),
+        }
+        opts
+    }
+}
+
+/// Aggregations to attach to the sites of a target's files.
+pub(crate) trait Aggregates {
+    /// The probe globs whose sites are attached.
+    fn globs(&self) -> Vec<String>;
+    /// Attaches the matching `sites` of the file at `path` (the signature
+    /// records of the file are in `sigs`).
+    fn attach(
+        &mut self,
+        path: &Path,
+        sites: &[&Site],
+        sigs: &Signatures,
+        target: Target,
+    ) -> Result<(), CliError>;
+    /// Called about every 20 ms while waiting (serve answers requests).
+    fn tick(&mut self, _wait: Duration) -> Result<(), CliError> {
+        std::thread::sleep(Duration::from_millis(20));
+        Ok(())
+    }
+}
+
+/// Attaches every file of the session with matching sites.
+fn attach_all(agg: &mut dyn Aggregates, session: &Session) -> Result<(), CliError> {
+    let target = session.target();
+    for (path, sites) in session.matched() {
+        if sites.is_empty() {
+            continue;
+        }
+        let sigs = crate::typed::signatures([path.as_path()]);
+        agg.attach(&path, &sites, &sigs, target)?;
+    }
+    Ok(())
+}
+
+/// Attaches `agg` to the target's files and waits for the end of the
+/// process or command, of `duration`, or a signal; returns the exit code
+/// (the command's, or 128 + the signal). `started` is called once every
+/// site is attached, with the sites' count and the target's name.
+pub(crate) fn run(
+    place: &Where,
+    agg: &mut dyn Aggregates,
+    duration: Option<Duration>,
+    started: &dyn Fn(usize, &str),
+) -> Result<i32, CliError> {
+    catch_signals();
+    raise_fd_limit();
+    let globs = agg.globs();
+    let end = duration.map(|d| Instant::now() + d);
+    let not_over = move || end.is_none_or(|end| Instant::now() < end);
+    let mut session = open_session(&place.opts(&globs))?;
+    let name = match place {
+        Where::All(_) => format!("every process of {}", session_name(&session)),
+        _ => session_name(&session),
+    };
+    let n = select(session.objects(), &globs, &name)?;
+    let command = session.exec_path().is_some();
+    if command {
+        session.spawn()?;
+    }
+    // A command not started is killed when the session is dropped.
+    match attach_all(agg, &session) {
+        // Ctrl-C reaches the paused command too: it is gone because of the
+        // signal, not a failure of ours.
+        Err(CliError::Trace(Error::NoProcess(_))) if interrupted().is_some() => {
+            return Ok(interrupted().map_or(130, |sig| 128 + sig));
+        }
+        other => other?,
+    }
+    if let Some(sig) = interrupted() {
+        return Ok(128 + sig);
+    }
+    started(n, &name);
+    if command {
+        session.start()?;
+    }
+    let target = session.target();
+    let mut status = None;
+    let mut watched = Ok(());
+    while interrupted().is_none() && not_over() {
+        if let Some(child) = session.child() {
+            match child.try_wait() {
+                Ok(None) => {}
+                Ok(Some(s)) => {
+                    status = Some(s);
+                    break;
+                }
+                Err(e) => {
+                    watched = Err(e.into());
+                    break;
+                }
+            }
+        } else if let Target::Pid(pid) = target {
+            if !process_alive(pid) {
+                break;
+            }
+        }
+        attach_new(agg, &mut session);
+        if let Err(e) = agg.tick(Duration::from_millis(20)) {
+            watched = Err(e);
+            break;
+        }
+    }
+    match session.child() {
+        // --duration is over: the command runs on; its aggregation ends.
+        Some(_) if status.is_none() && interrupted().is_none() && watched.is_ok() => Ok(0),
+        Some(child) => finish_command(child, status, watched),
+        None => watched.map(|()| interrupted().map_or(0, |sig| 128 + sig)),
+    }
+}
+
+/// Attaches to the objects with matching probes that the process mapped
+/// since the last look (libraries loaded later), one line each.
+fn attach_new(agg: &mut dyn Aggregates, session: &mut Session) {
+    let target = session.target();
+    let found = session.new_objects();
+    print_notices(session);
+    for object in found {
+        let sigs = crate::typed::signatures([object.open_path.as_path()]);
+        let sites: Vec<&Site> = object.sites.iter().collect();
+        match agg.attach(&object.open_path, &sites, &sigs, target) {
+            Ok(()) => eprintln!(
+                "usdt: {} was mapped after the start: attached its {} sites",
+                escape(&object.mapped),
+                sites.len()
+            ),
+            Err(e) => not_attached(Path::new(&object.mapped), &e),
+        }
+    }
+}
+
+/// The note operand of probe `site` that `arg` names: `argN`, or a
+/// parameter of the probe's signature record; with the parameter's kind
+/// when recorded.
+pub(crate) fn operand_of(
+    arg: &str,
+    site: &Site,
+    sigs: &Signatures,
+) -> Result<(usize, Option<usdt_trace::Kind>), CliError> {
+    let sig = sigs.of_site(site);
+    if let Some(sig) = sig {
+        if let Some(i) = sig.params.iter().position(|p| p.name == arg) {
+            let operand = sig.operand_indices()[i];
+            return Ok((operand, Some(sig.params[i].kind)));
+        }
+    }
+    if let Some(n) = arg
+        .strip_prefix("arg")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        if n < site.args.len() {
+            let kind = sig.and_then(|sig| {
+                let at = sig.operand_indices();
+                at.iter().position(|i| *i == n).map(|p| sig.params[p].kind)
+            });
+            return Ok((n, kind));
+        }
+    }
+    let names = match sig {
+        Some(sig) => {
+            let names: Vec<&str> = sig.params.iter().map(|p| p.name.as_str()).collect();
+            format!(
+                "{} or arg0 to arg{}",
+                names.join(", "),
+                site.args.len().saturating_sub(1)
+            )
+        }
+        None if site.args.is_empty() => "nothing: it has no arguments".into(),
+        None => format!("arg0 to arg{}", site.args.len() - 1),
+    };
+    Err(CliError::NoSuchArg {
+        probe: escape_name(&site.probe()).into_owned(),
+        arg: arg.into(),
+        takes: names,
+    })
+}
+
+/// The operand `arg` names in every one of `sites` (the first site's, with
+/// its kind), or an error naming two probes where it differs.
+pub(crate) fn operand_of_all(
+    arg: &str,
+    sites: &[&Site],
+    sigs: &Signatures,
+) -> Result<(usize, Option<usdt_trace::Kind>), CliError> {
+    let Some(first) = sites.first() else {
+        return Err(CliError::NoSite { arg: arg.into() });
+    };
+    let found = operand_of(arg, first, sigs)?;
+    for site in &sites[1..] {
+        let (i, _) = operand_of(arg, site, sigs)?;
+        if i != found.0 {
+            return Err(CliError::ArgDiffers {
+                arg: arg.into(),
+                first: (found.0, escape_name(&first.probe()).into_owned()),
+                other: (i, escape_name(&site.probe()).into_owned()),
+            });
+        }
+    }
+    Ok(found)
+}
+
+/// `1.05ms`: a duration in nanoseconds with three digits.
+pub(crate) fn human_ns(ns: u64) -> String {
+    let ns = ns as f64;
+    let (v, unit) = if ns >= 1e9 {
+        (ns / 1e9, "s")
+    } else if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if ns >= 1e3 {
+        (ns / 1e3, "us")
+    } else {
+        (ns, "ns")
+    };
+    if v >= 100.0 || unit == "ns" {
+        format!("{v:.0}{unit}")
+    } else if v >= 10.0 {
+        format!("{v:.1}{unit}")
+    } else {
+        format!("{v:.2}{unit}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(human_ns(999), "999ns");
+        assert_eq!(human_ns(1_050_000), "1.05ms");
+        assert_eq!(human_ns(8_390_000), "8.39ms");
+        assert_eq!(human_ns(12_345), "12.3us");
+        assert_eq!(human_ns(250_000_000), "250ms");
+    }
+}

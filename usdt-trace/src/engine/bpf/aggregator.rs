@@ -1,0 +1,238 @@
+//! The maps of one aggregation in the kernel and the uprobe_multi links
+//! whose programs (`aggregate.rs`) fill them; reading them back.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+
+use super::aggregate::{
+    aggregate_program, AggSite, Maps, Variant, MAP_ENTRIES, MAX, STATS_SLOTS, STRING_KEY,
+};
+use super::counter::link_sites;
+use super::program::load_program;
+use super::BpfError;
+use crate::engine::Target;
+use crate::sys::bpf::{
+    bpf, bpf_fd, object_name, MapCreateAttr, MapElemAttr, BPF_MAP_CREATE, BPF_MAP_GET_NEXT_KEY,
+    BPF_MAP_LOOKUP_ELEM, BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_PERCPU_ARRAY,
+};
+
+/// What an aggregation keeps, which decides its maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Start times by key, and a histogram of the time to the end.
+    Latency,
+    /// A histogram of values.
+    Histogram,
+    /// Counts per integer value.
+    CountInts,
+    /// Counts per string.
+    CountStrings,
+}
+
+/// One uprobe_multi link and its program.
+#[derive(Debug)]
+struct Link {
+    // Declared first: dropped first.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+}
+
+/// The maps of one aggregation and the links that fill them. Dropping it
+/// closes the links first (the kernel removes every uprobe and lowers the
+/// semaphores before `close` returns), then the programs and the maps.
+#[derive(Debug)]
+pub(crate) struct Aggregator {
+    links: Vec<Link>,
+    stats: OwnedFd,
+    starts: Option<OwnedFd>,
+    values: Option<OwnedFd>,
+    kind: Kind,
+    cpus: usize,
+}
+
+/// The raw per-value counts of an aggregation: each key's bytes and its
+/// count.
+pub(crate) type RawCounts = Vec<(Vec<u8>, u64)>;
+
+fn create_map(
+    map_type: u32,
+    key: u32,
+    value: u32,
+    entries: u32,
+    name: &str,
+) -> Result<OwnedFd, BpfError> {
+    let mut attr = MapCreateAttr {
+        map_type,
+        key_size: key,
+        value_size: value,
+        max_entries: entries,
+        map_name: object_name(name),
+        ..MapCreateAttr::default()
+    };
+    // SAFETY: the attributes hold no pointers.
+    unsafe { bpf_fd(BPF_MAP_CREATE, &mut attr) }
+        .map_err(|e| BpfError::from_os(&format!("creating the map {name}"), e))
+}
+
+impl Aggregator {
+    /// The maps of an aggregation of `kind`, nothing attached.
+    pub(crate) fn new(kind: Kind) -> Result<Aggregator, BpfError> {
+        let cpus = crate::cpus::possible_cpus().map_err(BpfError::Cpus)?;
+        let stats = create_map(
+            BPF_MAP_TYPE_PERCPU_ARRAY,
+            4,
+            (STATS_SLOTS * 8) as u32,
+            1,
+            "usdt_stats",
+        )?;
+        let starts = match kind {
+            Kind::Latency => Some(create_map(
+                BPF_MAP_TYPE_HASH,
+                16,
+                8,
+                MAP_ENTRIES,
+                "usdt_starts",
+            )?),
+            _ => None,
+        };
+        let key = match kind {
+            Kind::CountInts => Some(8),
+            Kind::CountStrings => Some(STRING_KEY as u32),
+            _ => None,
+        };
+        let values = match key {
+            Some(key) => Some(create_map(
+                BPF_MAP_TYPE_HASH,
+                key,
+                8,
+                MAP_ENTRIES,
+                "usdt_values",
+            )?),
+            None => None,
+        };
+        Ok(Aggregator {
+            links: vec![],
+            stats,
+            starts,
+            values,
+            kind,
+            cpus,
+        })
+    }
+
+    /// Attaches `sites` of the file at `path` with one link and a program
+    /// for their variants, aggregating the hits of `target`. Attaching no
+    /// sites does nothing.
+    pub(crate) fn attach(
+        &mut self,
+        path: &Path,
+        sites: &[AggSite],
+        target: Target,
+    ) -> Result<(), BpfError> {
+        if sites.is_empty() {
+            return Ok(());
+        }
+        let mut variants: Vec<Variant> = vec![];
+        let mut triples = vec![];
+        for site in sites {
+            let cookie = match variants.iter().position(|v| *v == site.variant) {
+                Some(i) => i,
+                None => {
+                    variants.push(site.variant);
+                    variants.len() - 1
+                }
+            };
+            triples.push((site.offset, site.ref_ctr_offset.unwrap_or(0), cookie as u64));
+        }
+        let fd = |m: &Option<OwnedFd>| m.as_ref().map_or(-1, |m| m.as_raw_fd());
+        let maps = Maps {
+            stats: self.stats.as_raw_fd(),
+            starts: fd(&self.starts),
+            values: fd(&self.values),
+        };
+        let prog = load_program(&aggregate_program(&maps, &variants), "usdt_aggregate")?;
+        let link = link_sites(prog.as_fd(), path, &triples, target)?;
+        self.links.push(Link {
+            _link: link,
+            _prog: prog,
+        });
+        Ok(())
+    }
+
+    /// The `stats` slots summed over every CPU (the maximum: the largest).
+    pub(crate) fn stats(&self) -> Result<Vec<u64>, BpfError> {
+        let mut values = vec![0u64; STATS_SLOTS * self.cpus];
+        let key = 0u32;
+        lookup(
+            self.stats.as_fd(),
+            &key.to_ne_bytes(),
+            &mut values,
+            "reading the histogram",
+        )?;
+        let mut out = vec![0u64; STATS_SLOTS];
+        for cpu in values.chunks(STATS_SLOTS) {
+            for (i, (o, v)) in out.iter_mut().zip(cpu).enumerate() {
+                *o = if i == MAX {
+                    (*o).max(*v)
+                } else {
+                    o.wrapping_add(*v)
+                };
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every counted value's key bytes and count (none for other kinds).
+    pub(crate) fn values(&self) -> Result<RawCounts, BpfError> {
+        let Some(map) = &self.values else {
+            return Ok(vec![]);
+        };
+        let size = match self.kind {
+            Kind::CountStrings => STRING_KEY,
+            _ => 8,
+        };
+        let mut out = vec![];
+        let mut key: Option<Vec<u8>> = None;
+        loop {
+            let mut next = vec![0u8; size];
+            let mut attr = MapElemAttr {
+                map_fd: map.as_raw_fd() as u32,
+                key: key.as_ref().map_or(0, |k| k.as_ptr() as u64),
+                value: next.as_mut_ptr() as u64,
+                ..MapElemAttr::default()
+            };
+            // SAFETY: the key (or NULL: the first key) and the next key are
+            // the map's key size.
+            match unsafe { bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) } {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
+                Err(e) => return Err(BpfError::from_os("reading the counted values", e)),
+            }
+            let mut count = [0u64; 1];
+            match lookup(map.as_fd(), &next, &mut count, "reading a count") {
+                Ok(()) => out.push((next.clone(), count[0])),
+                // Removed meanwhile: none are, but a race must not fail.
+                Err(BpfError::Syscall { source, .. })
+                    if source.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(e),
+            }
+            key = Some(next);
+        }
+        Ok(out)
+    }
+}
+
+/// Looks `key` up in `map`, writing its value (all CPUs' for a per-CPU
+/// map) to `values`, which must be the value's size.
+fn lookup(map: BorrowedFd<'_>, key: &[u8], values: &mut [u64], what: &str) -> Result<(), BpfError> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        value: values.as_mut_ptr() as u64,
+        ..MapElemAttr::default()
+    };
+    // SAFETY: callers pass a key of the map's key size and a value buffer
+    // of its value size (times the possible CPUs for a per-CPU map).
+    unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }.map_err(|e| BpfError::from_os(what, e))?;
+    Ok(())
+}
