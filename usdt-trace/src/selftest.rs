@@ -427,15 +427,12 @@ unsafe fn scratch_child(
         if !crate::rewrite::optimized_here(long_nop, layout) {
             libc::_exit(NOT_OPTIMIZED);
         }
-        // Raw libc here, not `sys::process`: in test builds every call
-        // through `sys::syscall` first consults the fake's thread-local,
-        // which nothing vouches is async-signal-safe in a forked child of
-        // a threaded process. And the raw system call, not libc's fork: a
-        // tracer that links usdt-runtime's fork guard (a test binary with
-        // probes) would otherwise run the guard's handlers here and keep the
-        // grandchild alive, and the verdict would be the program's, not the
-        // kernel's.
-        let pid = libc::syscall(libc::SYS_fork) as libc::pid_t;
+        // The fork system call itself (`sys::process::in_child`), not
+        // libc's fork: a tracer that links usdt-runtime's fork guard (a test
+        // binary with probes) would otherwise run the guard's handlers here
+        // and keep the grandchild alive, and the verdict would be the
+        // program's, not the kernel's.
+        let pid = crate::sys::process::in_child::raw_fork();
         if pid < 0 {
             libc::_exit(FORK_FAILED);
         }
@@ -446,12 +443,9 @@ unsafe fn scratch_child(
             site();
             libc::_exit(SURVIVED);
         }
-        let mut status = 0;
-        while libc::waitpid(pid, &mut status, 0) < 0 {
-            if *libc::__errno_location() != libc::EINTR {
-                libc::_exit(WAIT_FAILED);
-            }
-        }
+        let Some(status) = crate::sys::process::in_child::wait(pid) else {
+            libc::_exit(WAIT_FAILED);
+        };
         if libc::WIFSIGNALED(status) {
             libc::_exit(KILLED_BASE + libc::WTERMSIG(status));
         }

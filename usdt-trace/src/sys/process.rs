@@ -29,6 +29,40 @@ pub(crate) unsafe fn fork() -> Result<Forked, SyscallError> {
     }
 }
 
+/// Calls for a freshly forked child of a threaded process, where only
+/// async-signal-safe functions may run: straight to the kernel, past the
+/// choke point (in test builds it consults a thread-local fake, which
+/// nothing vouches is async-signal-safe there) and past libc's fork
+/// handlers.
+pub(crate) mod in_child {
+    /// The `fork` system call itself, not libc's `fork()`: no
+    /// `pthread_atfork` handlers run (a program's fork guard among them).
+    /// The child's pid in the parent, 0 in the child, -1 on failure.
+    ///
+    /// # Safety
+    /// As [`fork`](super::fork), and the caller is itself a forked child
+    /// that calls only async-signal-safe functions.
+    pub(crate) unsafe fn raw_fork() -> libc::pid_t {
+        // SAFETY: no pointers; the caller's contract covers both processes.
+        unsafe { libc::syscall(libc::SYS_fork) as libc::pid_t }
+    }
+
+    /// `waitpid(pid, &status, 0)`, retried on `EINTR`: the raw status, or
+    /// `None` when waiting failed otherwise.
+    pub(crate) fn wait(pid: libc::pid_t) -> Option<libc::c_int> {
+        let mut status = 0;
+        loop {
+            // SAFETY: a valid status pointer; waitpid is async-signal-safe.
+            if unsafe { libc::waitpid(pid, &mut status, 0) } >= 0 {
+                return Some(status);
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return None;
+            }
+        }
+    }
+}
+
 /// `pipe2(O_CLOEXEC)`: the read end, then the write end.
 pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), SyscallError> {
     let mut fds = [0; 2];
