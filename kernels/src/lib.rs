@@ -18,6 +18,7 @@ pub mod debver;
 pub mod features;
 pub mod fetch;
 pub mod guest;
+pub mod initramfs;
 pub mod report;
 
 /// The generations the matrix boots, oldest first. "host" is the machine's
