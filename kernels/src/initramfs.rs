@@ -103,15 +103,15 @@ impl Tree {
         for (i, c) in comps.iter().enumerate() {
             let Component::Normal(name) = c else { continue };
             let next = cur.join(name);
-            let md = std::fs::symlink_metadata(&next)
-                .map_err(|e| format!("{}: {e}", next.display()))?;
+            let md =
+                std::fs::symlink_metadata(&next).map_err(|e| format!("{}: {e}", next.display()))?;
             let last = i + 1 == comps.len();
             if md.file_type().is_symlink() {
                 let target =
                     std::fs::read_link(&next).map_err(|e| format!("{}: {e}", next.display()))?;
                 self.put(&next, Entry::Symlink(target));
-                let real = std::fs::canonicalize(&next)
-                    .map_err(|e| format!("{}: {e}", next.display()))?;
+                let real =
+                    std::fs::canonicalize(&next).map_err(|e| format!("{}: {e}", next.display()))?;
                 self.host_depth(&real, depth + 1)?;
                 cur = real;
             } else if md.is_dir() {
@@ -184,15 +184,16 @@ impl Tree {
 
     /// The archive, in the kernel's `newc` cpio format.
     pub fn write(&self, out: &mut impl Write) -> Result<(), String> {
-        let mut ino = 1u32;
         let io = |e: std::io::Error| e.to_string();
-        for (path, entry) in &self.entries {
+        for (ino, (path, entry)) in (1u32..).zip(&self.entries) {
             let name = path.strip_prefix("/").unwrap_or(path);
             let (mode, mtime, data, rdev): (u32, u64, Vec<u8>, (u32, u32)) = match entry {
                 Entry::Dir => (0o040755, 0, Vec::new(), (0, 0)),
                 Entry::File(src) => {
-                    let md = std::fs::metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
-                    let bytes = std::fs::read(src).map_err(|e| format!("{}: {e}", src.display()))?;
+                    let md =
+                        std::fs::metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
+                    let bytes =
+                        std::fs::read(src).map_err(|e| format!("{}: {e}", src.display()))?;
                     (
                         0o100000 | (md.permissions().mode() & 0o7777),
                         md.mtime().max(0) as u64,
@@ -209,11 +210,18 @@ impl Tree {
                 ),
                 Entry::Char(major, minor) => (0o020600, 0, Vec::new(), (*major, *minor)),
             };
-            header(out, name.as_os_str().as_encoded_bytes(), ino, mode, mtime, data.len(), rdev)
-                .map_err(io)?;
+            header(
+                out,
+                name.as_os_str().as_encoded_bytes(),
+                ino,
+                mode,
+                mtime,
+                data.len(),
+                rdev,
+            )
+            .map_err(io)?;
             out.write_all(&data).map_err(io)?;
             out.write_all(&[0u8; 3][..pad(data.len())]).map_err(io)?;
-            ino += 1;
         }
         header(out, b"TRAILER!!!", 0, 0, 0, 0, (0, 0)).map_err(io)?;
         Ok(())
@@ -400,7 +408,8 @@ pub fn archive(
     }
     eprintln!("kernels: building the initramfs {}", path.display());
     let partial = dir.join(format!("partial.{}", std::process::id()));
-    let file = std::fs::File::create(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
+    let file =
+        std::fs::File::create(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
     let mut w = std::io::BufWriter::new(file);
     t.write(&mut w)?;
     w.flush().map_err(|e| e.to_string())?;
@@ -595,10 +604,7 @@ mod tests {
         t.host(Path::new("/bin/sh")).unwrap();
         let dir = std::fs::canonicalize("/bin").unwrap();
         let link = std::fs::read_link("/bin/sh").unwrap();
-        assert_eq!(
-            t.entries.get(&dir.join("sh")),
-            Some(&Entry::Symlink(link))
-        );
+        assert_eq!(t.entries.get(&dir.join("sh")), Some(&Entry::Symlink(link)));
         let real = std::fs::canonicalize("/bin/sh").unwrap();
         assert_eq!(t.entries.get(&real), Some(&Entry::File(real.clone())));
     }
