@@ -101,7 +101,15 @@ impl Tree {
         let mut cur = PathBuf::from("/");
         let comps: Vec<Component> = path.components().collect();
         for (i, c) in comps.iter().enumerate() {
-            let Component::Normal(name) = c else { continue };
+            let name = match c {
+                Component::Normal(name) => name,
+                // `cur` is the machine's real directory so far.
+                Component::ParentDir => {
+                    cur.pop();
+                    continue;
+                }
+                _ => continue,
+            };
             let next = cur.join(name);
             let md =
                 std::fs::symlink_metadata(&next).map_err(|e| format!("{}: {e}", next.display()))?;
@@ -109,11 +117,12 @@ impl Tree {
             if md.file_type().is_symlink() {
                 let target =
                     std::fs::read_link(&next).map_err(|e| format!("{}: {e}", next.display()))?;
+                // The link's target, itself perhaps a link
+                // (`/usr/bin/cc` -> `/etc/alternatives/cc` -> `/usr/bin/gcc`).
+                self.host_depth(&cur.join(&target), depth + 1)?;
                 self.put(&next, Entry::Symlink(target));
-                let real =
+                cur =
                     std::fs::canonicalize(&next).map_err(|e| format!("{}: {e}", next.display()))?;
-                self.host_depth(&real, depth + 1)?;
-                cur = real;
             } else if md.is_dir() {
                 self.entries.entry(next.clone()).or_insert(Entry::Dir);
                 cur = next;
@@ -607,5 +616,23 @@ mod tests {
         assert_eq!(t.entries.get(&dir.join("sh")), Some(&Entry::Symlink(link)));
         let real = std::fs::canonicalize("/bin/sh").unwrap();
         assert_eq!(t.entries.get(&real), Some(&Entry::File(real.clone())));
+        // Every link of a chain is kept.
+        let mut t = Tree::default();
+        let dir = std::env::temp_dir().join(format!("usdt-initramfs-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("alt")).unwrap();
+        std::fs::write(dir.join("gcc"), "x").unwrap();
+        std::os::unix::fs::symlink("../gcc", dir.join("alt/cc")).unwrap();
+        std::os::unix::fs::symlink(dir.join("alt/cc"), dir.join("cc")).unwrap();
+        t.host(&dir.join("cc")).unwrap();
+        let real = std::fs::canonicalize(&dir).unwrap();
+        assert_eq!(
+            t.entries.get(&real.join("alt/cc")),
+            Some(&Entry::Symlink("../gcc".into()))
+        );
+        assert_eq!(
+            t.entries.get(&real.join("gcc")),
+            Some(&Entry::File(real.join("gcc")))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
