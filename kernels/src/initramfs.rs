@@ -333,6 +333,9 @@ pub fn archive(
     bins: &Binaries,
     command: &[String],
 ) -> Result<PathBuf, String> {
+    // Two guests of one run build the same archive: one at a time.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     let mut t = Tree::default();
     let busybox = ["/usr/bin/busybox", "/bin/busybox"]
         .iter()
@@ -413,6 +416,10 @@ pub fn archive(
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join(format!("{:016x}.cpio", t.key()));
     if path.exists() {
+        // In use: not one of the day-old archives the cleanup below removes.
+        if let Ok(f) = std::fs::File::options().append(true).open(&path) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
         return Ok(path);
     }
     eprintln!("kernels: building the initramfs {}", path.display());
@@ -424,10 +431,17 @@ pub fn archive(
     w.flush().map_err(|e| e.to_string())?;
     drop(w);
     std::fs::rename(&partial, &path).map_err(|e| format!("{}: {e}", path.display()))?;
-    // Older archives are of older binaries.
+    // Other archives are of other binaries: those of a day ago are of
+    // older ones (a run of another checkout may be booting a newer one).
     if let Ok(rd) = std::fs::read_dir(&dir) {
         for e in rd.flatten() {
-            if e.path() != path && e.path().extension().is_some_and(|x| x == "cpio") {
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .is_some_and(|age| age > Duration::from_secs(86_400));
+            if old && e.path().extension().is_some_and(|x| x == "cpio") {
                 let _ = std::fs::remove_file(e.path());
             }
         }
