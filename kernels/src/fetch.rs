@@ -210,7 +210,8 @@ pub fn fetch(cache: &Path, generation: &str, refresh: bool) -> Result<Kernel, St
 
 /// Why `kernel` cannot boot on the machine's root over 9p, if it cannot:
 /// its modules (9p and virtio among them) are not in the tree, as for 6.19,
-/// whose `linux-modules` package the lists do not offer.
+/// whose `linux-modules` package the lists do not offer. Such a kernel boots
+/// on an initramfs instead (initramfs.rs).
 pub fn unbootable(kernel: &Kernel) -> Option<String> {
     let mut dir = kernel.vmlinuz.parent();
     while let Some(d) = dir {

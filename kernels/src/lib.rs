@@ -3,7 +3,8 @@
 //! Debian publishes a kernel of each generation as a package. This crate
 //! fetches them into a cache with a private apt configuration ([`fetch`]),
 //! boots each under qemu on the machine's own root over 9p with virtme-ng
-//! ([`boot`]), runs the checks inside the guest ([`guest`], this same binary's
+//! ([`boot`]) — or, for a kernel without a modules package (6.19), on an
+//! initramfs holding what the checks run ([`initramfs`]) — runs the checks inside the guest ([`guest`], this same binary's
 //! `guest` command) and reports one row per kernel with the contracts it
 //! checks ([`report`]). The machine's own kernel is a row too, checked
 //! directly.
@@ -18,6 +19,7 @@ pub mod debver;
 pub mod features;
 pub mod fetch;
 pub mod guest;
+pub mod initramfs;
 pub mod report;
 
 /// The generations the matrix boots, oldest first. "host" is the machine's

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use usdt_kernels::build::{self, Binaries, LayoutBins};
-use usdt_kernels::{boot, fetch, guest, report, GENERATIONS};
+use usdt_kernels::{boot, fetch, guest, initramfs, report, GENERATIONS};
 
 const USAGE: &str = "usage: usdt-kernels [--json] [--kernel GEN]... [--refresh] [--jobs N]
   GEN: 5.10 6.1 6.12 host 6.19 7.2 7.3 (default: all)";
@@ -150,13 +150,12 @@ fn matrix(opts: Options) -> Result<bool, String> {
     let mut kernels = Vec::new();
     for g in &guests {
         match (&venv, fetch::fetch(&cache, g, opts.refresh)) {
-            (Ok(_), Ok(k)) => match fetch::unbootable(&k) {
-                Some(why) => {
-                    eprintln!("kernels: {g} cannot boot here: {why}");
-                    rows.push((position(g), unavailable(&k, &why)));
+            (Ok(_), Ok(k)) => {
+                if let Some(why) = fetch::unbootable(&k) {
+                    eprintln!("kernels: {g}: {why}; it boots on an initramfs of its own");
                 }
-                None => kernels.push(k),
-            },
+                kernels.push(k)
+            }
             (Err(e), _) => rows.push((
                 position(g),
                 failed(g, &format!("qemu cannot run here: {e}")),
@@ -194,17 +193,6 @@ fn position(generation: &str) -> usize {
 
 fn failed(generation: &str, why: &str) -> Value {
     json!({ "kernel": generation, "error": why })
-}
-
-/// A kernel the archive offers in a form that cannot boot here: reported,
-/// not a broken contract.
-fn unavailable(k: &fetch::Kernel, why: &str) -> Value {
-    json!({
-        "kernel": k.release,
-        "package": k.package,
-        "version": k.version,
-        "unavailable": why,
-    })
 }
 
 fn host_plan(bins: &Binaries) -> guest::Plan {
@@ -257,6 +245,13 @@ fn boot_one(
     let out = shared.join("result.json");
     let _ = std::fs::remove_file(&out);
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("usdt-kernels"));
+    // A kernel without modules has no 9p: it boots on an initramfs holding
+    // what the checks run, and its result comes back on a serial port.
+    let initramfs = fetch::unbootable(k).is_some();
+    let guest_out = match initramfs {
+        true => PathBuf::from(initramfs::GUEST_OUT),
+        false => out.clone(),
+    };
     let mut command = vec![
         exe.display().to_string(),
         "guest".into(),
@@ -265,12 +260,17 @@ fn boot_one(
         "--iterations".into(),
         GUEST_ITERATIONS.to_string(),
         "--out".into(),
-        out.display().to_string(),
+        guest_out.display().to_string(),
     ];
     for l in &bins.layouts {
         command.extend(["--layout".to_string(), l.to_arg()]);
     }
-    let booted = boot::boot(venv, k, accel, &command, &shared, Duration::from_secs(1200));
+    let timeout = Duration::from_secs(1200);
+    let booted = match initramfs {
+        false => boot::boot(venv, k, accel, &command, &shared, timeout),
+        true => initramfs::archive(cache, &exe, bins, &command)
+            .and_then(|initrd| initramfs::boot(k, accel, &initrd, &shared, &out, timeout)),
+    };
     let mut row = match &booted {
         Ok(b) => std::fs::read_to_string(&out)
             .ok()
@@ -279,7 +279,8 @@ fn boot_one(
                 failed(
                     &k.generation,
                     &format!(
-                        "the guest wrote no result (vng {}; console in {})",
+                        "the guest wrote no result ({} {}; console in {})",
+                        if initramfs { "qemu" } else { "vng" },
                         b.status,
                         b.console.display()
                     ),
@@ -288,6 +289,7 @@ fn boot_one(
         Err(e) => failed(&k.generation, e),
     };
     row["accel"] = json!(accel.name());
+    row["root"] = json!(if initramfs { "initramfs" } else { "9p" });
     row["package"] = json!(k.package);
     row["version"] = json!(k.version);
     row["seconds"] = json!(booted.as_ref().map(|b| b.seconds).unwrap_or(0.0));

@@ -134,11 +134,15 @@ pub fn text(rows: &[Value]) -> String {
     }
     for r in rows {
         out += &format!(
-            "\n{} ({} {}, {}, {:.0} s):\n",
+            "\n{} ({} {}, {}{}, {:.0} s):\n",
             cell(&r["kernel"]),
             cell(&r["package"]),
             cell(&r["version"]),
             cell(&r["accel"]),
+            match r["root"].as_str() {
+                Some("initramfs") => ", initramfs root (no modules package)",
+                _ => "",
+            },
             r["seconds"].as_f64().unwrap_or(0.0)
         );
         let broken = broken(r);
