@@ -68,7 +68,7 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
         let features = usdt_trace::KernelFeatures::detect();
         let multi = sites
             .iter()
-            .map(|s| usdt_trace::bpf::MultiSite::at(s, point, &features, exe, 0))
+            .map(|s| usdt_trace::bpf::MultiSite::at(s, point, &features, exe, 0, Target::Pid(pid)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(e)?;
         let mut counter = usdt_trace::bpf::MultiCounter::new(1).map_err(|x| e(x.into()))?;

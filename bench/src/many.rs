@@ -282,10 +282,13 @@ fn measure<C>(
 fn bpf_link(exe: &Path, n: usize) -> Result<ManyRow, String> {
     let sites = sites(exe)?;
     let features = KernelFeatures::detect();
+    // Placed for one process: its pid comes later, and only the kind of
+    // target matters to where a uprobe goes.
+    let one = Target::Pid(0);
     let multi = sites
         .iter()
         .enumerate()
-        .map(|(slot, s)| MultiSite::at(s, point(), &features, exe, slot as u32))
+        .map(|(slot, s)| MultiSite::at(s, point(), &features, exe, slot as u32, one))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
     let attach = |k: usize, pid: u32| {

@@ -337,3 +337,53 @@ fn traced_by_bpftrace_the_children_survive() {
         assert!(hits >= parent, "the parent's hits at least: {all}");
     }
 }
+
+/// A tracer of every process running the program (`usdt count --all`) is
+/// owed the child's hits too, so for it the guard does not count: the guard
+/// keeps a child alive by making its optimized sites return at once, where
+/// no uprobe sees them. Auto stays at the nop there (unless the kernel itself
+/// keeps the child's trampoline), and the child's hits are counted: the
+/// parent's 2N and the child's N.
+#[test]
+fn counting_every_process_counts_the_forked_child_too() {
+    if !ready(&[ROOT]) {
+        return;
+    }
+    // A copy of its own: the other tests run the program meanwhile, and
+    // `--all` counts every process that runs the file.
+    let bin = program(Build::LldPie);
+    let copy = bin.with_file_name("forkguard-every-process");
+    std::fs::copy(&bin, &copy).unwrap();
+    let bin = copy;
+    let mut counting = Command::new("timeout")
+        .args(["-s", "KILL", "120", USDT, "count", "--all"])
+        .arg(&bin)
+        .arg("forkguard:tick")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(counting.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+    assert!(line.starts_with("usdt: counting "), "{line}");
+    let out = Command::new(&bin)
+        .args(["simple", &N.to_string()])
+        .output()
+        .unwrap();
+    let program = String::from_utf8_lossy(&out.stdout).into_owned();
+    // `timeout` passes SIGINT on to usdt, which prints the counts.
+    let status = Command::new("kill")
+        .args(["-INT", &counting.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let counted = counting.wait_with_output().unwrap();
+    let counted = String::from_utf8_lossy(&counted.stdout).into_owned();
+    assert!(out.status.success(), "{program}");
+    assert!(program.contains("child exit=0"), "{program}");
+    assert!(
+        counted.contains(&format!("forkguard:tick {}", 3 * N)),
+        "the parent's 2N and the child's N: {counted}\n{program}"
+    );
+}

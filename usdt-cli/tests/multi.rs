@@ -74,7 +74,7 @@ impl Multi {
 
 /// Every site of `exe` as placed by `AttachPoint::Auto`, with its slot: the
 /// index of its probe in the returned names.
-fn sites_by_probe(exe: &Path, sites: &[Site]) -> (Vec<MultiSite>, Vec<String>) {
+fn sites_by_probe(exe: &Path, sites: &[Site], target: Target) -> (Vec<MultiSite>, Vec<String>) {
     let features = KernelFeatures::detect();
     let mut names: Vec<String> = sites.iter().map(Site::probe).collect();
     names.sort();
@@ -83,7 +83,7 @@ fn sites_by_probe(exe: &Path, sites: &[Site]) -> (Vec<MultiSite>, Vec<String>) {
         .iter()
         .map(|s| {
             let slot = names.binary_search(&s.probe()).unwrap() as u32;
-            MultiSite::at(s, AttachPoint::Auto, &features, exe, slot).unwrap()
+            MultiSite::at(s, AttachPoint::Auto, &features, exe, slot, target).unwrap()
         })
         .collect();
     (multi, names)
@@ -96,7 +96,7 @@ fn counts_by_name(counter: &MultiCounter, names: &[String]) -> BTreeMap<String, 
 
 fn counter_for(exe: &Path, target: Target) -> (MultiCounter, Vec<String>) {
     let sites = read_file(exe).unwrap();
-    let (multi, names) = sites_by_probe(exe, &sites);
+    let (multi, names) = sites_by_probe(exe, &sites, target);
     let mut counter = MultiCounter::new(names.len() as u32).unwrap();
     counter.attach(exe, &multi, target).unwrap();
     (counter, names)
@@ -219,7 +219,7 @@ fn open_fds() -> usize {
 /// Attaches the first `n` sites of `exe` to process `m`, fires once, checks
 /// every count and returns (attach, detach) in milliseconds.
 fn count_sites_exactly(exe: &Path, sites: &[Site], m: &mut Multi) -> (f64, f64) {
-    let (multi, names) = sites_by_probe(exe, sites);
+    let (multi, names) = sites_by_probe(exe, sites, Target::Pid(m.pid));
     let fds = open_fds();
     let start = Instant::now();
     let mut counter = MultiCounter::new(names.len() as u32).unwrap();
@@ -260,7 +260,7 @@ fn ten_thousand_sites_through_one_link_counted_exactly() {
     let (attach, detach) = count_sites_exactly(&exe, &sites, &mut m);
     assert!(attach < 10_000.0 && detach < 10_000.0);
     // Nothing counts after detach: attach one site again and fire.
-    let (multi, _) = sites_by_probe(&exe, &sites[..1]);
+    let (multi, _) = sites_by_probe(&exe, &sites[..1], Target::Pid(m.pid));
     let mut counter = MultiCounter::new(1).unwrap();
     counter.attach(&exe, &multi, Target::Pid(m.pid)).unwrap();
     assert_eq!(m.run("fire"), "done");
@@ -276,7 +276,7 @@ fn a_missing_process_or_file_is_a_plain_error() {
     }
     let exe = multi("multi");
     let sites = read_file(&exe).unwrap();
-    let (multi, names) = sites_by_probe(&exe, &sites);
+    let (multi, names) = sites_by_probe(&exe, &sites, Target::Pid(0x3fff_fff0));
     let mut counter = MultiCounter::new(names.len() as u32).unwrap();
     let err = counter
         .attach(&exe, &multi, Target::Pid(0x3fff_fff0))

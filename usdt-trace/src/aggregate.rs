@@ -273,7 +273,7 @@ impl Aggregation {
         let mut agg = vec![];
         for site in sites {
             let variant = self.variant(site)?;
-            let m = MultiSite::at(site, self.point, &self.features, path, 0)?;
+            let m = MultiSite::at(site, self.point, &self.features, path, 0, target)?;
             // Duplicate notes of one site: one uprobe per address.
             if seen.insert(m.offset) {
                 agg.push(AggSite {

@@ -157,16 +157,25 @@ pub(crate) fn features_for(point: AttachPoint) -> KernelFeatures {
 /// where the kernel optimizes the site) and, where the kernel's table, the
 /// fork verdict and the guard would take the long nop, the speed self-test
 /// (run only then) decide too.
+///
+/// The guard counts only for one process ([`Target::Pid`]): it keeps a
+/// forked child alive by making its optimized sites return at once, so the
+/// child's hits there reach no uprobe, which a tracer of every process
+/// ([`Target::AllProcesses`]) would miss. For that one Auto stays at the nop
+/// unless the kernel itself keeps the child's trampoline.
 pub(crate) fn tracer_delta(
     site: &Site,
     point: AttachPoint,
     features: &KernelFeatures,
     path: &Path,
+    target: Target,
 ) -> Result<u64, Error> {
     if point != AttachPoint::Auto {
         return attach_delta(site, point, features);
     }
-    let guarded = features.optimizes(site.layout) && crate::elf::forkguard::fork_guarded(path);
+    let guarded = matches!(target, Target::Pid(_))
+        && features.optimizes(site.layout)
+        && crate::elf::forkguard::fork_guarded(path);
     Ok(crate::caps::auto_delta_here(site.layout, features, guarded))
 }
 
@@ -193,8 +202,9 @@ impl<'a> Uprobe<'a> {
         features: &KernelFeatures,
         path: &Path,
         c_path: &'a CString,
+        target: Target,
     ) -> Result<Uprobe<'a>, Error> {
-        let delta = tracer_delta(site, point, features, path)?;
+        let delta = tracer_delta(site, point, features, path, target)?;
         let location = site.location_offset.ok_or_else(|| Error::NotLoaded {
             probe: site.probe(),
             location: site.location,

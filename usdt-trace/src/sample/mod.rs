@@ -277,7 +277,7 @@ impl Sampler {
         let first = self.plans.len();
         let mut chosen = vec![];
         for site in sites {
-            let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path)?;
+            let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path, target)?;
             if !self.attached.insert((path.into(), uprobe.offset, target)) {
                 continue; // one uprobe per address
             }

@@ -30,7 +30,7 @@ pub struct MultiSite {
 
 impl MultiSite {
     /// The uprobe for `site` of the file at `path`, placed as a [`PerfCounter`]
-    /// places it (see [`AttachPoint`]), counted in `slot`.
+    /// places it for `target` (see [`AttachPoint`]), counted in `slot`.
     ///
     /// [`PerfCounter`]: crate::PerfCounter
     pub fn at(
@@ -39,9 +39,10 @@ impl MultiSite {
         features: &KernelFeatures,
         path: &Path,
         slot: u32,
+        target: Target,
     ) -> Result<MultiSite, Error> {
         let c_path = path_cstring(path)?;
-        let uprobe = Uprobe::at(site, point, features, path, &c_path)?;
+        let uprobe = Uprobe::at(site, point, features, path, &c_path, target)?;
         Ok(MultiSite {
             offset: uprobe.offset,
             ref_ctr_offset: uprobe.ref_ctr_offset,

@@ -38,7 +38,7 @@ impl ProbeCounter {
                 .iter()
                 .map(|s| {
                     let slot = names.binary_search(&s.probe()).unwrap_or(0) as u32;
-                    MultiSite::at(s, point, &features, path, slot)
+                    MultiSite::at(s, point, &features, path, slot, target)
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             // Duplicate notes of one site: one uprobe per address, so that a

@@ -177,7 +177,7 @@ impl PerfCounter {
         cpus: &[i32],
     ) -> Result<(), Error> {
         for site in sites {
-            let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path)?;
+            let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path, target)?;
             if !self.attached.insert((path.into(), uprobe.offset, target)) {
                 continue; // one uprobe per address
             }
