@@ -22,18 +22,15 @@ mod serve;
 mod trace_cmd;
 mod typed;
 
-use args::{Cli, Command, CountArgs, FeaturesArgs, ListArgs, TraceArgs};
+use args::{Cli, Command, CountArgs, ListArgs, TraceArgs};
 use closest::closest;
 use count_engine::Engine;
 use error::CliError;
 
-use usdt_trace::bpf::UprobeMulti;
 use usdt_trace::{
-    auto_delta, auto_delta_here, caps, escape, escape_name, fork_safe, fork_test, glob_match,
-    read_file_fork_guard, read_file_probes, read_process, read_semaphore, tracer_features,
-    AttachPoint, Caps, ElfProbes, Error, ExitStatus, KernelFeatures, Notice, Objects,
-    OptimizedFork, PausedCommand, Session, Site, SiteLayout, Target, UprobeSyscall,
-    FORK_TEST_CACHE, SPEED_TEST_CACHE,
+    escape, escape_name, fork_safe, fork_test, glob_match, read_file_fork_guard, read_file_probes,
+    read_process, read_semaphore, AttachPoint, ElfProbes, Error, ExitStatus, KernelFeatures,
+    Notice, Objects, PausedCommand, Session, Site, Target,
 };
 
 /// The exit status after stdout was closed, as if SIGPIPE had ended us.
@@ -78,9 +75,12 @@ macro_rules! out {
     };
 }
 
+// After `out!`, which it prints with.
+mod features;
+
 fn run(command: Command) -> Result<i32, CliError> {
     match command {
-        Command::Features(args) => features(args),
+        Command::Features(args) => features::features(args),
         Command::List(args) => list(args),
         Command::Count(mut args) => match args.by.take() {
             Some(by) => count_by::count_by(args, by),
@@ -91,218 +91,6 @@ fn run(command: Command) -> Result<i32, CliError> {
         Command::Serve(args) => serve::serve(args),
         Command::Trace(args) => trace_cmd::trace(args),
         Command::Bpftrace(args) => typed::bpftrace(args),
-    }
-}
-
-fn features(args: FeaturesArgs) -> Result<i32, CliError> {
-    let caps = caps();
-    if args.json {
-        out!("{}", features_json(caps));
-        return Ok(0);
-    }
-    let f = caps.features;
-    let syscall = match f.uprobe_syscall {
-        UprobeSyscall::Absent => {
-            "absent (uprobes are never optimized; kernels before 6.18)".to_string()
-        }
-        UprobeSyscall::OptimizesNop5 => {
-            "present, optimizes uprobes on nop5 (ENXIO: Linux 6.18 to 7.2)".into()
-        }
-        UprobeSyscall::OptimizesNop10 => {
-            "present, optimizes uprobes on nop10 (EPROTO: the 7.3 series)".into()
-        }
-        UprobeSyscall::Unknown(e) => {
-            format!(
-                "unknown (syscall 336 failed with {})",
-                std::io::Error::from_raw_os_error(e)
-            )
-        }
-    };
-    out!("uprobe syscall: {syscall}");
-    out!("BPF uprobe_multi links: {}", caps.uprobe_multi);
-    match f.optimized_layout() {
-        Some(layout) => out!("optimized site layout: {layout} (a uprobe at its long nop)"),
-        None => out!("optimized site layout: none"),
-    }
-    let test = caps.fork;
-    let verdict = match test.verdict {
-        OptimizedFork::ChildSurvives => "the child survives",
-        OptimizedFork::ChildDies => "the child dies",
-        OptimizedFork::Untested => "untested (assumed to die)",
-    };
-    let source = match (test.cached, test.took) {
-        (true, _) => format!("; cached for this boot in {FORK_TEST_CACHE}"),
-        (false, Some(t)) => format!("; self-test took {} ms", t.as_millis()),
-        (false, None) => String::new(),
-    };
-    out!(
-        "fork after an optimized hit: {verdict} ({}{source})",
-        test.why
-    );
-    if guard_decides(caps) {
-        out!(
-            "fork after an optimized hit, in a program with usdt's fork guard: fork-safe (guarded by the program: its forked child maps a page of ret where the trampoline was)"
-        );
-    }
-    match caps.speed {
-        Ok(s) => {
-            let source = match (s.cached, s.took) {
-                (true, _) => format!("cached for this boot in {SPEED_TEST_CACHE}"),
-                (false, Some(t)) => format!("self-test took {} ms", t.as_millis()),
-                (false, None) => String::new(),
-            };
-            let faster = if s.optimized_faster() {
-                "the optimized path is faster"
-            } else {
-                "the trap is as fast or faster"
-            };
-            out!(
-                "speed on this machine: trap (nop) {:.3} M/s, optimized ({}) {:.3} M/s: {faster} ({source})",
-                s.trap,
-                s.layout,
-                s.optimized
-            );
-        }
-        Err(why) => out!("speed on this machine: not measured ({why})"),
-    }
-    for layout in LAYOUTS {
-        out!(
-            "auto attach on a {layout} site: {}",
-            auto_attach_words(layout, false)
-        );
-    }
-    for layout in LAYOUTS.into_iter().filter(|l| l.has_long_nop()) {
-        out!(
-            "auto attach on a {layout} site of a program with a fork guard: {}",
-            auto_attach_words(layout, true)
-        );
-    }
-    match f.uprobe_pmu_type {
-        Some(t) => out!("uprobe PMU: type {t}"),
-        None => out!("uprobe PMU: absent (perf_event_open cannot attach uprobes)"),
-    }
-    match (f.kernel_semaphores, f.ref_ctr_offset_shift) {
-        (true, Some(s)) => {
-            out!("semaphores: maintained by the kernel (ref_ctr_offset in config bits {s}-63)")
-        }
-        (true, None) => out!("semaphores: maintained by the kernel (ref_ctr_offset)"),
-        (false, _) => out!("semaphores: not maintained by the kernel (no ref_ctr_offset)"),
-    }
-    Ok(0)
-}
-
-/// The layouts `usdt features` reports on.
-const LAYOUTS: [SiteLayout; 4] = [
-    SiteLayout::NopNop5,
-    SiteLayout::NopNop10,
-    SiteLayout::NopNop5Nop10,
-    SiteLayout::Nop,
-];
-
-/// `usdt features --json`: one object (keys in usdt-trace's README).
-fn features_json(caps: &Caps) -> serde_json::Value {
-    use serde_json::json;
-    let f = &caps.features;
-    let optimizes = f.optimized_layout().map(|l| match l {
-        SiteLayout::NopNop10 => "nop10",
-        _ => "nop5",
-    });
-    let fork = match caps.fork.verdict {
-        OptimizedFork::ChildSurvives => "safe",
-        OptimizedFork::ChildDies => "child dies",
-        OptimizedFork::Untested => "untested",
-    };
-    let fork_guarded = if guard_decides(caps) { "guarded" } else { fork };
-    let speed = match caps.speed {
-        Ok(s) => json!({"trap": round3(s.trap), "optimized": round3(s.optimized)}),
-        Err(_) => serde_json::Value::Null,
-    };
-    let attach = |guarded: bool| {
-        let inputs = caps.auto_inputs(guarded);
-        let at = |layout| auto_delta(layout, &inputs);
-        let word = |delta| if delta == 0 { "nop" } else { "next" };
-        let both = match at(SiteLayout::NopNop5Nop10) {
-            0 => "nop",
-            6 => "next10",
-            _ => "next5",
-        };
-        json!({
-            "nop5": word(at(SiteLayout::NopNop5)),
-            "nop10": word(at(SiteLayout::NopNop10)),
-            "nop5_nop10": both,
-        })
-    };
-    json!({
-        "kernel": caps.kernel,
-        "machine": caps.machine,
-        "uprobe_syscall": errno_name(f.uprobe_syscall),
-        "optimizes": optimizes,
-        "uprobe_multi": matches!(caps.uprobe_multi, UprobeMulti::Process | UprobeMulti::ThreadOnly),
-        "uprobe_pmu": f.uprobe_pmu_type.is_some(),
-        "kernel_semaphores": f.kernel_semaphores,
-        "tracefs": caps.tracefs.is_some(),
-        "fork_test": fork,
-        "fork_test_why": caps.fork.why,
-        "fork_test_guarded": fork_guarded,
-        "speed_test": speed,
-        "speed_test_why": caps.speed.as_ref().err(),
-        "default_attach": attach(false),
-        "default_attach_guarded": attach(true),
-    })
-}
-
-/// A rate to 3 decimals, as printed.
-fn round3(rate: f64) -> f64 {
-    (rate * 1000.0).round() / 1000.0
-}
-
-/// What `syscall(336)` said, as the errno's name.
-fn errno_name(s: UprobeSyscall) -> String {
-    let e = match s {
-        UprobeSyscall::Absent => return "ENOSYS".into(),
-        UprobeSyscall::OptimizesNop5 => return "ENXIO".into(),
-        UprobeSyscall::OptimizesNop10 => return "EPROTO".into(),
-        UprobeSyscall::Unknown(e) => e,
-    };
-    let name = match e {
-        0 => "success",
-        libc::EPERM => "EPERM",
-        libc::EINVAL => "EINVAL",
-        libc::EFAULT => "EFAULT",
-        libc::EACCES => "EACCES",
-        libc::ENOMEM => "ENOMEM",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        libc::EBUSY => "EBUSY",
-        libc::ENOENT => "ENOENT",
-        _ => return format!("errno {e}"),
-    };
-    name.into()
-}
-
-/// Whether the fork guard changes the fork verdict on this machine: the
-/// kernel optimizes a layout but does not keep a forked child alive, and a
-/// guarded program does ([`fork_safe`]).
-fn guard_decides(caps: &Caps) -> bool {
-    let fork = caps.fork.verdict;
-    caps.features.optimized_layout().is_some() && fork_safe(fork, true) && !fork_safe(fork, false)
-}
-
-/// Where `Auto` attaches on this kernel, in words (for listings), for a
-/// program with a fork guard or without: "guarded" where the long nop is
-/// taken only because the program carries the guard.
-fn auto_attach_words(layout: SiteLayout, guarded: bool) -> &'static str {
-    let features = tracer_features();
-    let by_guard = guarded && !fork_safe(features.optimized_fork, false);
-    match auto_delta_here(layout, &features, guarded) {
-        1 if layout == SiteLayout::NopNop5Nop10 && by_guard => "+1 (nop5, guarded)",
-        1 if layout == SiteLayout::NopNop5Nop10 => "+1 (nop5, optimized)",
-        6 if by_guard => "+6 (nop10, guarded)",
-        6 => "+6 (nop10, optimized)",
-        0 if !features.optimizes(layout) => "nop",
-        0 if !fork_safe(features.optimized_fork, guarded) => "nop (fork-safe)",
-        0 => "nop (faster here)",
-        _ if by_guard => "+1 (guarded)",
-        _ => "+1 (optimized)",
     }
 }
 
@@ -460,7 +248,7 @@ fn print_table(
             None => "-".into(),
         };
         let attach = if sites.iter().all(|s| s.layout == first.layout) {
-            auto_attach_words(first.layout, guarded)
+            features::auto_attach_words(first.layout, guarded)
         } else {
             "per site"
         };
