@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use usdt_provision::{Need, BUSYBOX, QEMU_SYSTEM, VIRTME_NG};
+use usdt_provision::{Need, BUSYBOX, KMOD, QEMU_SYSTEM, VIRTME_NG};
 
 use crate::fetch::Kernel;
 
@@ -76,6 +76,7 @@ pub fn prepare(cache: &Path) -> Result<PathBuf, String> {
             BUSYBOX,
             "virtme-ng builds the guests' initramfs with busybox",
         ),
+        Need::package(KMOD, "virtme-ng finds the guests' modules with modprobe"),
     ])
     .map_err(|e| e.to_string())?;
     let venv = cache.join("venv");

@@ -129,10 +129,11 @@ pub const BUSYBOX: Package = Package {
     name: "busybox-static",
     provides: &["/bin/busybox", "/usr/bin/busybox"],
 };
-/// depmod, which indexes a kernel package's modules for its guest.
+/// depmod and modprobe: a kernel package's modules indexed, and found by
+/// virtme-ng, for its guest.
 pub const KMOD: Package = Package {
     name: "kmod",
-    provides: &["/usr/sbin/depmod", "/sbin/depmod"],
+    provides: &["/usr/sbin/modprobe", "/sbin/modprobe"],
 };
 /// Python's venv module, for a private virtualenv of a PyPI tool.
 pub const PYTHON_VENV: Package = Package {
