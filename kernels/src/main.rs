@@ -165,6 +165,22 @@ fn matrix(opts: Options) -> Result<bool, String> {
     }
     if let Ok(venv) = &venv {
         rows.extend(boot_all(venv, &kernels, accel, &bins, &cache, opts.jobs));
+        // A guest whose only broken contract is its traced rate is measured
+        // again, alone: emulated guests share the machine's two cores, and
+        // an emulated rate drops while another guest (or other work) runs.
+        for k in &kernels {
+            let at = position(&k.generation);
+            let Some(slot) = rows.iter_mut().find(|(i, _)| *i == at) else {
+                continue;
+            };
+            if only_rate_broken(&slot.1) {
+                eprintln!(
+                    "kernels: {}: measured again, alone (its traced rate alone broke a contract beside another guest)",
+                    k.generation
+                );
+                slot.1 = boot_one(venv, k, accel, &bins, &cache);
+            }
+        }
     }
     rows.sort_by_key(|(i, _)| *i);
     let rows: Vec<Value> = rows.into_iter().map(|(_, r)| r).collect();
@@ -182,6 +198,12 @@ fn matrix(opts: Options) -> Result<bool, String> {
         start.elapsed().as_secs_f64()
     );
     Ok(rows.iter().all(|r| report::broken(r).is_empty()))
+}
+
+/// Whether the one contract `row` breaks is the traced rate's.
+fn only_rate_broken(row: &Value) -> bool {
+    let broken = report::broken(row);
+    !broken.is_empty() && broken.iter().all(|b| b.contains("C sys/sdt.h's rate"))
 }
 
 fn position(generation: &str) -> usize {
