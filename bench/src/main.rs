@@ -121,7 +121,7 @@ struct Options {
     svg: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only] [--json FILE] [--svg FILE] | bench --prepare | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
+const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only] [--json FILE] [--svg FILE] | bench --prepare | bench --prepare-c | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -177,7 +177,6 @@ fn main() {
         Some("--attached-rows") => attached_rows::main(&args[1..]),
         // The fork guard's fork-and-exit loop (forks.rs).
         Some("--fork-loop") => forks::helper(&args[1..]),
-        // Build the peers helper only (tests time the bench without it).
         Some("--latency-svg") => {
             let (Some(json), Some(svg)) = (args.get(1), args.get(2)) else {
                 eprintln!("bench: {USAGE}");
@@ -190,8 +189,19 @@ fn main() {
             eprintln!("bench: wrote {svg}");
             return;
         }
+        // Build the peers helper only (tests time the bench without it).
         Some("--prepare") => {
             if let Err(e) = peers::build() {
+                eprintln!("bench: {e}");
+                std::process::exit(1);
+            }
+            return;
+        }
+        // Compile the C <sys/sdt.h> row's library only: a bench run where
+        // the target directory is read-only (a kernel matrix guest) finds
+        // it built.
+        Some("--prepare-c") => {
+            if let Err(e) = csdt::get() {
                 eprintln!("bench: {e}");
                 std::process::exit(1);
             }

@@ -99,6 +99,9 @@ pub fn build_all() -> Result<Binaries, String> {
             bench.extend(["--features", f.as_str()]);
         }
         cargo(&root, &bench, &dir)?;
+        // The guests see the target directory read-only: the C row's
+        // library, which the bench compiles on first use, is compiled here.
+        prepare_c(&dir.join("release/bench"))?;
         layouts.push(LayoutBins {
             layout,
             examples: dir.join("release/examples"),
@@ -109,6 +112,18 @@ pub fn build_all() -> Result<Binaries, String> {
         usdt: target.join("release/usdt"),
         layouts,
     })
+}
+
+fn prepare_c(bench: &Path) -> Result<(), String> {
+    eprintln!("kernels: {} --prepare-c", bench.display());
+    let status = Command::new(bench)
+        .arg("--prepare-c")
+        .status()
+        .map_err(|e| format!("{}: {e}", bench.display()))?;
+    match status.success() {
+        true => Ok(()),
+        false => Err(format!("{} --prepare-c: {status}", bench.display())),
+    }
 }
 
 fn cargo(root: &Path, args: &[&str], target: &Path) -> Result<(), String> {

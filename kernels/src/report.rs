@@ -46,9 +46,35 @@ pub fn broken(row: &Value) -> Vec<String> {
             "the default attach ran at {r:.2}x C sys/sdt.h's rate (at least {} here)",
             min_ratio(accel)
         )),
-        None => broken.push("the bench's default or C row did not run".into()),
+        None => broken.push(format!(
+            "the bench's default or C row did not run{}",
+            bench_errors(row)
+        )),
     }
     broken
+}
+
+/// `: ROW: ERROR; ...` for the bench rows (of any layout) that failed, or
+/// nothing.
+fn bench_errors(row: &Value) -> String {
+    let mut errors = Vec::new();
+    for (layout, bench) in row["bench"].as_object().into_iter().flatten() {
+        if let Some(e) = bench["error"].as_str() {
+            errors.push(format!("{layout}: {e}"));
+        }
+        for r in bench["rows"].as_array().into_iter().flatten() {
+            if let Some(e) = r["error"].as_str() {
+                errors.push(format!(
+                    "{layout} {}: {e}",
+                    r["name"].as_str().unwrap_or("?")
+                ));
+            }
+        }
+    }
+    match errors.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", errors.join("; ")),
+    }
 }
 
 fn cell(v: &Value) -> String {
@@ -197,6 +223,16 @@ mod tests {
         r["ratio_default_vs_c"] = json!(0.92);
         assert!(broken(&r)[0].contains("at least 0.95"));
         assert!(!broken(&json!({"error": "qemu cannot run here"})).is_empty());
+        let mut r = good();
+        r["ratio_default_vs_c"] = Value::Null;
+        r["bench"] = json!({"nop5": {"rows": [
+            {"name": "default", "error": null, "mops": 1.0},
+            {"name": "c-sdt-nop", "error": "bench-c: Read-only file system", "mops": 0.0},
+        ]}});
+        assert_eq!(
+            broken(&r),
+            ["the bench's default or C row did not run (nop5 c-sdt-nop: bench-c: Read-only file system)"]
+        );
         let gone = json!({"kernel": "6.19.14", "unavailable": "no modules"});
         assert!(broken(&gone).is_empty());
         assert!(text(&[gone]).contains("UNAVAILABLE: no modules"));
