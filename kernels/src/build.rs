@@ -38,7 +38,10 @@ impl LayoutBins {
             .iter()
             .find(|l| l.name == name)
             .copied()
-            .ok_or_else(|| format!("no layout \"{name}\"; the layouts: nop5, nop10"))?;
+            .ok_or_else(|| {
+                let names: Vec<&str> = LAYOUTS.iter().map(|l| l.name).collect();
+                format!("no layout \"{name}\"; the layouts: {}", names.join(", "))
+            })?;
         Ok(LayoutBins {
             layout,
             examples: examples.into(),

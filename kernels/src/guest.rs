@@ -275,10 +275,14 @@ pub fn parse_list_attach(text: &str, probe: &str) -> Option<String> {
     Some(cell.trim().to_string())
 }
 
-/// A long nop rewritten to a call: `90 e8` (nop5) or
-/// `90 48 8d 64 24 80 e8` (nop10: `lea -0x80(%rsp),%rsp; call`).
+/// A long nop rewritten to a call: `90 e8` (nop5, also the nop5 of
+/// `nop; nop5; nop10`), `90 48 8d 64 24 80 e8` (nop10: `lea
+/// -0x80(%rsp),%rsp; call`), or the nop10 of `nop; nop5; nop10` so
+/// rewritten behind its intact nop5.
 pub fn site_rewritten(site: &str) -> bool {
-    site.starts_with("90 e8 ") || site.starts_with("90 48 8d 64 24 80 e8 ")
+    site.starts_with("90 e8 ")
+        || site.starts_with("90 48 8d 64 24 80 e8 ")
+        || site.starts_with("90 0f 1f 44 00 00 48 8d 64 24 80 e8 ")
 }
 
 /// e. `redzone` under `usdt count --attach next`: (result right, trampoline
@@ -659,6 +663,12 @@ http:request_start(id: u64, path: &str)                  1  nop;nop5   0x5a000  
         assert!(site_rewritten("90 48 8d 64 24 80 e8 00 00 00 00"));
         assert!(!site_rewritten("90 0f 1f 44 00 00 00"));
         assert!(!site_rewritten("90 66 2e 0f 1f 84 00 00 00 00 00"));
+        assert!(site_rewritten(
+            "90 0f 1f 44 00 00 48 8d 64 24 80 e8 00 00 00 00"
+        ));
+        assert!(!site_rewritten(
+            "90 0f 1f 44 00 00 66 2e 0f 1f 84 00 00 00 00 00"
+        ));
     }
 
     #[test]

@@ -369,9 +369,9 @@ pub fn archive(
             t.program(&l.examples.join(ex))?;
         }
         t.program(&l.bench)?;
-        // The bench finds its C row beside its target directory.
+        // The bench finds its C row beside its target directory (compiled
+        // there by the build, crate::build).
         if let Some(target) = l.bench.ancestors().nth(2) {
-            c_row(target)?;
             for f in ["CACHEDIR.TAG", "bench-c/libusdt_bench_c.so"] {
                 if target.join(f).exists() {
                     t.host(&target.join(f))?;
@@ -447,47 +447,6 @@ pub fn archive(
         }
     }
     Ok(path)
-}
-
-/// Compiles the bench's C row into `target/bench-c` as the bench does
-/// (bench/src/csdt.rs) when it is missing or older than its source: the
-/// guest has no compiler.
-fn c_row(target: &Path) -> Result<(), String> {
-    let source = crate::build::workspace().join("bench/c/loop.c");
-    let lib = target.join("bench-c/libusdt_bench_c.so");
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if !source.exists() || matches!((mtime(&lib), mtime(&source)), (Some(l), Some(s)) if l >= s) {
-        return Ok(());
-    }
-    usdt_provision::ensure(&[
-        usdt_provision::Need::package(
-            usdt_provision::GCC,
-            "the kernel matrix compiles the bench's C row for guests without a compiler",
-        ),
-        usdt_provision::Need::package(
-            usdt_provision::SDT,
-            "the bench's c-sdt-nop row is a C <sys/sdt.h> probe",
-        ),
-    ])
-    .map_err(|e| e.to_string())?;
-    let dir = target.join("bench-c");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let partial = dir.join(format!("libusdt_bench_c.so.{}", std::process::id()));
-    let out = Command::new("cc")
-        .args(["-O2", "-g", "-shared", "-fPIC", "-Wall", "-o"])
-        .arg(&partial)
-        .arg(&source)
-        .output()
-        .map_err(|e| format!("could not run cc: {e}"))?;
-    if !out.status.success() {
-        let _ = std::fs::remove_file(&partial);
-        return Err(format!(
-            "cc {}: {}",
-            source.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    std::fs::rename(&partial, &lib).map_err(|e| format!("{}: {e}", lib.display()))
 }
 
 /// The directories of gdb's Python (its standard library).

@@ -28,7 +28,7 @@ pub const GENERATIONS: [&str; 7] = ["5.10", "6.1", "6.12", "host", "6.19", "7.2"
 
 /// The site layouts the matrix builds and checks, each with the cargo
 /// feature of the `usdt` facade that selects it (`None`: the default).
-pub const LAYOUTS: [Layout; 2] = [
+pub const LAYOUTS: [Layout; 3] = [
     Layout {
         name: "nop5",
         feature: None,
@@ -37,12 +37,17 @@ pub const LAYOUTS: [Layout; 2] = [
         name: "nop10",
         feature: Some("nop10"),
     },
+    Layout {
+        name: "nop5_nop10",
+        feature: Some("nop5-nop10"),
+    },
 ];
 
 /// A site layout: its name in the output and how to build it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// `nop5`, `nop10`: the long nop after the site's first `nop`.
+    /// `nop5`, `nop10`, `nop5_nop10`: the long nops after the site's first
+    /// `nop`.
     pub name: &'static str,
     /// The facade's cargo feature that selects it.
     pub feature: Option<&'static str>,

@@ -136,7 +136,6 @@ fn matrix(opts: Options) -> Result<bool, String> {
         Err(_) => {}
     }
     let mut rows: Vec<(usize, Value)> = Vec::new();
-    // The host first: it also compiles the bench's C row, which the guests load.
     if opts.kernels.iter().any(|g| g == "host") {
         eprintln!("kernels: checking the host's kernel");
         let t = Instant::now();

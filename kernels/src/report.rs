@@ -100,50 +100,58 @@ fn child(fork: &Value) -> String {
     }
 }
 
+/// The table's columns given once per layout: the default attach, whether
+/// Location + 1 got optimized, a forked child's fate under `--attach next`,
+/// and the traced rate at Location + 1 (M/s).
+const PER_LAYOUT: [(&str, LayoutCell); 4] = [
+    ("auto", |r, l| cell(&r["default_attach"][l])),
+    ("opt", |r, l| cell(&r["optimized"][l])),
+    ("next: child", |r, l| child(&r["fork"][l]["next"])),
+    ("M/s +1", |r, l| cell(&r["rows"][format!("{l}-forced")])),
+];
+
+/// A row's cell for one layout.
+type LayoutCell = fn(&Value, &str) -> String;
+
 /// One line per kernel, then each kernel's broken contracts and its log.
 pub fn text(rows: &[Value]) -> String {
-    let header = [
-        "kernel",
-        "accel",
-        "errno",
-        "fork test",
-        "auto nop5",
-        "auto nop10",
-        "opt nop5",
-        "opt nop10",
-        "counts",
-        "fork ok",
-        "next: child nop5",
-        "nop10",
-        "default M/s",
-        "C M/s",
-        "ratio",
-        "nop5 +1",
-        "nop10 +1",
-        "syscall",
-    ];
-    let mut table = vec![header.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
+    let mut header: Vec<String> = ["kernel", "accel", "errno", "fork test"]
+        .map(String::from)
+        .into();
+    for (what, _) in PER_LAYOUT {
+        header.extend(crate::LAYOUTS.iter().map(|l| format!("{what} {}", l.name)));
+    }
+    header.extend(
+        [
+            "counts",
+            "fork ok",
+            "default M/s",
+            "C M/s",
+            "ratio",
+            "syscall",
+        ]
+        .map(String::from),
+    );
+    let mut table = vec![header.clone()];
     for r in rows {
-        table.push(vec![
+        let mut line = vec![
             cell(&r["kernel"]),
             cell(&r["accel"]),
             cell(&r["uprobe_syscall"]),
             cell(&r["fork_test"]),
-            cell(&r["default_attach"]["nop5"]),
-            cell(&r["default_attach"]["nop10"]),
-            cell(&r["optimized"]["nop5"]),
-            cell(&r["optimized"]["nop10"]),
+        ];
+        for (_, of) in PER_LAYOUT {
+            line.extend(crate::LAYOUTS.iter().map(|l| of(r, l.name)));
+        }
+        line.extend([
             cell(&r["counts_exact"]),
             cell(&r["fork_survives_default"]),
-            child(&r["fork"]["nop5"]["next"]),
-            child(&r["fork"]["nop10"]["next"]),
             cell(&r["rows"]["default"]),
             cell(&r["rows"]["c-sdt-nop"]),
             cell(&r["ratio_default_vs_c"]),
-            cell(&r["rows"]["nop5-forced"]),
-            cell(&r["rows"]["nop10-forced"]),
             cell(&r["rows"]["syscall"]),
         ]);
+        table.push(line);
     }
     let widths: Vec<usize> = (0..header.len())
         .map(|i| table.iter().map(|row| row[i].len()).max().unwrap_or(0))

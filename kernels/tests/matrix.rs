@@ -41,6 +41,7 @@ fn an_old_and_a_new_kernel_keep_the_contracts() {
     assert_eq!(old["uprobe_multi"], false);
     assert_eq!(old["optimized"]["nop5"], false);
     assert_eq!(old["optimized"]["nop10"], false);
+    assert_eq!(old["optimized"]["nop5_nop10"], false);
     assert!(new["kernel"].as_str().unwrap().starts_with("7.3"), "{new}");
     assert_eq!(new["uprobe_syscall"], "EPROTO");
     assert_eq!(new["uprobe_multi"], true);
@@ -49,6 +50,10 @@ fn an_old_and_a_new_kernel_keep_the_contracts() {
         "7.3 no longer optimizes nop5"
     );
     assert_eq!(new["optimized"]["nop10"], true, "7.3 optimizes nop10");
+    // The two-nop site: its nop10 (at Location + 6) is the one 7.3 takes,
+    // and the default takes it.
+    assert_eq!(new["optimized"]["nop5_nop10"], true, "{new}");
+    assert_eq!(new["default_attach"]["nop5_nop10"], "next", "{new}");
     // 7.3 copies the trampoline on fork: a child forked after an optimized
     // hit survives, and the red zone holds under the optimized site.
     assert_eq!(
