@@ -3,53 +3,19 @@
 //! the uprobes in place), attaching in-kernel aggregations to the files it
 //! maps (and to libraries it maps later), and waiting for the end.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use usdt_trace::{escape, escape_name, process_alive, Error, Session, Signatures, Site, Target};
-
-use crate::error::CliError;
-use crate::{
-    catch_signals, finish_command, interrupted, not_attached, open_session, print_notices,
-    raise_fd_limit, select, session_name, Opts,
+use usdt_trace::{
+    escape, escape_name, process_alive, Error, Kind, Session, Signatures, Site, Target,
 };
 
-/// Where the hits come from.
-#[derive(Clone, Debug)]
-pub(crate) enum Where {
-    /// A running process, every thread.
-    Process(u32),
-    /// Every process that runs (or maps) a file, now or later.
-    All(PathBuf),
-    /// A command started with the uprobes in place.
-    Command(Vec<OsString>),
-}
-
-impl Where {
-    /// From the options clap lets through: exactly one is given.
-    pub(crate) fn of(pid: Option<u32>, all: Option<PathBuf>, command: Vec<OsString>) -> Where {
-        match (pid, all) {
-            (Some(pid), _) => Where::Process(pid),
-            (None, Some(all)) => Where::All(all),
-            (None, None) => Where::Command(command),
-        }
-    }
-
-    /// The target options as `count` and `trace` take them, with `globs`.
-    fn opts(&self, globs: &[String]) -> Opts {
-        let mut opts = Opts {
-            operands: globs.to_vec(),
-            ..Opts::default()
-        };
-        match self {
-            Where::Process(pid) => opts.pid = Some(*pid),
-            Where::All(binary) => opts.all = Some(binary.clone()),
-            Where::Command(command) => opts.command = command.clone(),
-        }
-        opts
-    }
-}
+use crate::args::Place;
+use crate::error::{ArgUse, CliError};
+use crate::{
+    catch_signals, finish_command, interrupted, not_attached, open_session, print_notices,
+    raise_fd_limit, select, session_name,
+};
 
 /// Aggregations to attach to the sites of a target's files.
 pub(crate) trait Aggregates {
@@ -89,7 +55,7 @@ fn attach_all(agg: &mut dyn Aggregates, session: &Session) -> Result<(), CliErro
 /// (the command's, or 128 + the signal). `started` is called once every
 /// site is attached, with the sites' count and the target's name.
 pub(crate) fn run(
-    place: &Where,
+    place: &Place,
     agg: &mut dyn Aggregates,
     duration: Option<Duration>,
     started: &dyn Fn(usize, &str),
@@ -99,9 +65,9 @@ pub(crate) fn run(
     let globs = agg.globs();
     let end = duration.map(|d| Instant::now() + d);
     let not_over = move || end.is_none_or(|end| Instant::now() < end);
-    let mut session = open_session(&place.opts(&globs))?;
+    let mut session = open_session(place, &globs)?;
     let name = match place {
-        Where::All(_) => format!("every process of {}", session_name(&session)),
+        Place::All(_) => format!("every process of {}", session_name(&session)),
         _ => session_name(&session),
     };
     let n = select(session.objects(), &globs, &name)?;
@@ -248,6 +214,30 @@ pub(crate) fn operand_of_all(
         }
     }
     Ok(found)
+}
+
+/// The operand `arg` names in every one of `sites` ([`operand_of_all`]),
+/// refused when its recorded kind cannot serve `by`: `count --by` counts
+/// integers and strings, `latency --key` and `hist` take integers.
+pub(crate) fn operand_for(
+    arg: &str,
+    sites: &[&Site],
+    sigs: &Signatures,
+    by: ArgUse,
+) -> Result<(usize, Option<Kind>), CliError> {
+    let refused: &[Kind] = match by {
+        ArgUse::CountBy => &[Kind::Bytes, Kind::F32, Kind::F64],
+        ArgUse::Key | ArgUse::Hist => &[Kind::Str, Kind::CStr, Kind::Bytes, Kind::F32, Kind::F64],
+    };
+    let (i, kind) = operand_of_all(arg, sites, sigs)?;
+    match (kind, sites.first()) {
+        (Some(k), Some(first)) if refused.contains(&k) => Err(CliError::ArgKind {
+            arg: escape_name(arg).into_owned(),
+            probe: escape_name(&first.probe()).into_owned(),
+            by,
+        }),
+        _ => Ok((i, kind)),
+    }
 }
 
 /// `1.05ms`: a duration in nanoseconds with three digits.

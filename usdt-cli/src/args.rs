@@ -80,13 +80,15 @@ the kernel has it. $USDT_COUNT_ENGINE sets the default.")]
     ///
     /// `SECONDS PID/TID provider:name ARGS`: a #[usdt::provider] probe's
     /// arguments by name and type (id=1 path="/a"); --raw, and probes without
-    /// a signature, show arg0=N... A running process (-p) or a command
-    /// started with the uprobes in place (-- COMMAND).
+    /// a signature, show arg0=N... A running process (-p), a command
+    /// started with the uprobes in place (-- COMMAND), or every process
+    /// that runs a binary (--all).
     #[command(after_help = "\
 Examples:
   sudo usdt trace -p 4242
   sudo usdt trace 'http:*' --limit 100 -- ./server
   sudo usdt trace --str 'http:request_start:1' --json -- ./c-server
+  sudo usdt trace --all ./server 'http:*'
 
 The engine: a BPF program on one uprobe_multi link per file, which sees every
 thread from its first hit and reads memory at the hit (Linux 6.6+, x86-64), or
@@ -195,10 +197,51 @@ impl From<Attach> for AttachPoint {
     }
 }
 
+/// The target of `count`, `latency`, `hist`, `serve` and `trace`: exactly
+/// one of a running process, every process of a binary, or a command
+/// started with the uprobes in place ([`TargetArgs::place`]).
+#[derive(Args, Clone, Debug, Default)]
+#[group(id = "target", required = true, multiple = false)]
+pub(crate) struct TargetArgs {
+    /// The running process PID (every file it maps).
+    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
+    pub(crate) pid: Option<u32>,
+    /// Every process that runs BINARY (or maps it, for a library), now or
+    /// later.
+    #[arg(long, value_name = "BINARY")]
+    pub(crate) all: Option<PathBuf>,
+    /// The command to start with the uprobes in place (its program and the
+    /// shared libraries it loads); usdt exits with its status.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// Where the hits come from: [`TargetArgs`] once clap has checked that
+/// exactly one is given.
+#[derive(Clone, Debug)]
+pub(crate) enum Place {
+    /// A running process.
+    Process(u32),
+    /// Every process that runs (or maps) a file, now or later.
+    All(PathBuf),
+    /// A command started with the uprobes in place.
+    Command(Vec<OsString>),
+}
+
+impl TargetArgs {
+    /// The one target given.
+    pub(crate) fn place(&self) -> Place {
+        match (self.pid, &self.all) {
+            (Some(pid), _) => Place::Process(pid),
+            (None, Some(all)) => Place::All(all.clone()),
+            (None, None) => Place::Command(self.command.clone()),
+        }
+    }
+}
+
 /// `usdt count`.
 #[derive(Args, Debug)]
 #[command(
-    group(ArgGroup::new("target").required(true).args(["pid", "command", "all"])),
     override_usage = "usdt count [OPTIONS] [PROBE-GLOB]... (-p PID | --all BINARY | -- COMMAND [ARGS]...)"
 )]
 pub(crate) struct CountArgs {
@@ -214,12 +257,6 @@ pub(crate) struct CountArgs {
     /// Stop after SECONDS and print the counts.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
-    /// Count the probes of the running process PID (every file it maps).
-    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
-    pub(crate) pid: Option<u32>,
-    /// Count every process that runs BINARY (or maps it, for a library).
-    #[arg(long, value_name = "BINARY")]
-    pub(crate) all: Option<PathBuf>,
     /// Count per value of argument ARG (`argN` or a parameter's name; a
     /// string parameter counts its strings), in the kernel; prints the
     /// --top values.
@@ -235,16 +272,14 @@ pub(crate) struct CountArgs {
     /// The probes to count (provider:name, with * and ?); none: every probe.
     #[arg(value_name = "PROBE-GLOB")]
     pub(crate) globs: Vec<String>,
-    /// The command to start with the uprobes in place (its program and the
-    /// shared libraries it loads are counted); usdt exits with its status.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub(crate) command: Vec<OsString>,
+    /// The process, binary or command whose probes are used.
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
 }
 
 /// `usdt latency`.
 #[derive(Args, Debug)]
 #[command(
-    group(ArgGroup::new("target").required(true).args(["pid", "command", "all"])),
     override_usage = "usdt latency [OPTIONS] START END (-p PID | --all BINARY | -- COMMAND [ARGS]...)"
 )]
 pub(crate) struct LatencyArgs {
@@ -268,22 +303,14 @@ pub(crate) struct LatencyArgs {
     /// Where on each site the uprobe goes.
     #[arg(long, value_enum, value_name = "POINT", default_value_t)]
     pub(crate) attach: Attach,
-    /// Time the running process PID (every thread, every file it maps).
-    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
-    pub(crate) pid: Option<u32>,
-    /// Time every process that runs BINARY, now or later.
-    #[arg(long, value_name = "BINARY")]
-    pub(crate) all: Option<PathBuf>,
-    /// The command to start with the uprobes in place; usdt exits with its
-    /// status.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub(crate) command: Vec<OsString>,
+    /// The process, binary or command whose probes are used.
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
 }
 
 /// `usdt hist`.
 #[derive(Args, Debug)]
 #[command(
-    group(ArgGroup::new("target").required(true).args(["pid", "command", "all"])),
     override_usage = "usdt hist [OPTIONS] PROBE-GLOB ARG (-p PID | --all BINARY | -- COMMAND [ARGS]...)"
 )]
 pub(crate) struct HistArgs {
@@ -302,21 +329,14 @@ pub(crate) struct HistArgs {
     /// Where on each site the uprobe goes.
     #[arg(long, value_enum, value_name = "POINT", default_value_t)]
     pub(crate) attach: Attach,
-    /// The running process PID.
-    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
-    pub(crate) pid: Option<u32>,
-    /// Every process that runs BINARY, now or later.
-    #[arg(long, value_name = "BINARY")]
-    pub(crate) all: Option<PathBuf>,
-    /// The command to start with the uprobes in place.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub(crate) command: Vec<OsString>,
+    /// The process, binary or command whose probes are used.
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
 }
 
 /// `usdt serve`.
 #[derive(Args, Debug)]
 #[command(
-    group(ArgGroup::new("target").required(true).args(["pid", "command", "all"])),
     override_usage = "usdt serve --listen ADDR [OPTIONS] [PROBE-GLOB]... (-p PID | --all BINARY | -- COMMAND [ARGS]...)"
 )]
 pub(crate) struct ServeArgs {
@@ -334,20 +354,13 @@ pub(crate) struct ServeArgs {
     /// Stop after SECONDS.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
-    /// The running process PID.
-    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
-    pub(crate) pid: Option<u32>,
-    /// Every process that runs BINARY, now or later.
-    #[arg(long, value_name = "BINARY")]
-    pub(crate) all: Option<PathBuf>,
     /// The probes whose hits are counted (provider:name, with * and ?);
     /// none: every probe.
     #[arg(value_name = "PROBE-GLOB")]
     pub(crate) globs: Vec<String>,
-    /// The command to start with the uprobes in place; usdt serves until it
-    /// exits and exits with its status.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub(crate) command: Vec<OsString>,
+    /// The process, binary or command whose probes are used.
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
 }
 
 /// `START,END[,KEY]`.
@@ -370,8 +383,7 @@ fn parse_latency_option(v: &str) -> Result<(String, String, Option<String>), Str
 /// `usdt trace`.
 #[derive(Args, Debug)]
 #[command(
-    group(ArgGroup::new("target").required(true).args(["pid", "command"])),
-    override_usage = "usdt trace [OPTIONS] [PROBE-GLOB]... (-p PID | -- COMMAND [ARGS]...)"
+    override_usage = "usdt trace [OPTIONS] [PROBE-GLOB]... (-p PID | --all BINARY | -- COMMAND [ARGS]...)"
 )]
 pub(crate) struct TraceArgs {
     /// Show argument N (from 0) of the probes PROBE-GLOB matches as a string
@@ -399,16 +411,12 @@ pub(crate) struct TraceArgs {
     /// What samples (default: $USDT_TRACE_ENGINE, else auto).
     #[arg(long, value_enum, value_name = "ENGINE")]
     pub(crate) engine: Option<Engine>,
-    /// Trace the running process PID (every thread, every file it maps).
-    #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
-    pub(crate) pid: Option<u32>,
     /// The probes to trace (provider:name, with * and ?); none: every probe.
     #[arg(value_name = "PROBE-GLOB")]
     pub(crate) globs: Vec<String>,
-    /// The command to start with the uprobes in place; usdt exits with its
-    /// status.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub(crate) command: Vec<OsString>,
+    /// The process, binary or command whose probes are used.
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
 }
 
 /// `usdt bpftrace`.
@@ -603,21 +611,27 @@ mod tests {
     fn exactly_one_target() {
         assert!(parse(&["count", "-p", "1", "--", "x"]).is_err());
         assert!(parse(&["count", "http:*"]).is_err());
-        assert!(parse(&["trace", "--all", "x"]).is_err());
+        assert!(parse(&["trace", "--all", "x", "-p", "1"]).is_err());
+        assert!(parse(&["trace", "p:n"]).is_err());
         let cli = parse(&["count", "a:*", "-p", "7", "b:?"]).unwrap();
         let Command::Count(c) = cli.command else {
             panic!()
         };
         assert_eq!(
-            (c.pid, c.globs),
+            (c.target.pid, c.globs),
             (Some(7), vec!["a:*".into(), "b:?".into()])
         );
+        let cli = parse(&["trace", "--all", "/bin/x", "p:*"]).unwrap();
+        let Command::Trace(t) = cli.command else {
+            panic!()
+        };
+        assert!(matches!(t.target.place(), Place::All(p) if p.as_os_str() == "/bin/x"));
         let cli = parse(&["trace", "--str", "p:n:1", "--", "prog", "-x", "--y"]).unwrap();
         let Command::Trace(t) = cli.command else {
             panic!()
         };
         assert_eq!(t.strings, vec![("p:n".to_string(), 1)]);
-        assert_eq!(t.command, ["prog", "-x", "--y"]);
+        assert_eq!(t.target.command, ["prog", "-x", "--y"]);
     }
 
     #[test]

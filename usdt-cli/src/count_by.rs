@@ -6,7 +6,7 @@ use std::path::Path;
 
 use usdt_trace::{escape, escape_name, Aggregation, AttachPoint, Kind, Signatures, Site, Target};
 
-use crate::answers::{operand_of_all, run, Aggregates, Where};
+use crate::answers::{operand_for, run, Aggregates};
 use crate::args::CountArgs;
 use crate::error::{ArgUse, CliError};
 use crate::write_error;
@@ -36,14 +36,7 @@ impl Aggregates for CountBy {
         let Some(first) = sites.first() else {
             return Ok(());
         };
-        let (i, kind) = operand_of_all(&self.arg, sites, sigs)?;
-        if matches!(kind, Some(Kind::Bytes | Kind::F32 | Kind::F64)) {
-            return Err(CliError::ArgKind {
-                arg: escape_name(&self.arg).into_owned(),
-                probe: escape_name(&first.probe()).into_owned(),
-                by: ArgUse::CountBy,
-            });
-        }
+        let (i, kind) = operand_for(&self.arg, sites, sigs, ArgUse::CountBy)?;
         let strings = self.string || kind.is_some_and(Kind::is_string);
         let signed = first.args.get(i).is_some_and(|a| a.signed);
         if self.agg.is_none() {
@@ -58,7 +51,7 @@ impl Aggregates for CountBy {
 
 /// `count --by ARG`, `arg` taken out of `args`.
 pub(crate) fn count_by(args: CountArgs, arg: String) -> Result<i32, CliError> {
-    let place = Where::of(args.pid, args.all, args.command);
+    let place = args.target.place();
     let mut c = CountBy {
         globs: args.globs,
         arg,

@@ -21,7 +21,7 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
     let opts = Opts::from(args);
     raise_fd_limit();
     // clap lets exactly one of -p, --all and COMMAND through.
-    let mut session = open_session(&opts)?;
+    let mut session = open_session(&opts.place, &opts.operands)?;
     let what = session_name(&session);
     let matched = select(session.objects(), &opts.operands, &what)?;
     warn_next(opts.attach, session.objects(), &opts.operands);

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use serde_json::json;
 use usdt_trace::{
-    escape_name, Aggregation, AttachPoint, Histogram, Kind, LatencyKey, Signatures, Site, Target,
+    escape_name, Aggregation, AttachPoint, Histogram, LatencyKey, Signatures, Site, Target,
 };
 
-use crate::answers::{human_ns, operand_of, operand_of_all, run, Aggregates, Where};
+use crate::answers::{human_ns, operand_for, run, Aggregates};
 use crate::args::{HistArgs, LatencyArgs};
 use crate::error::{ArgUse, CliError};
 use crate::write_error;
@@ -69,22 +69,29 @@ impl LatencyAgg {
         let KeyArg::Arg(arg) = &self.key else {
             return Ok(None);
         };
-        let (i, kind) = operand_of(arg, site, sigs)?;
-        if matches!(
-            kind,
-            Some(Kind::Str | Kind::CStr | Kind::Bytes | Kind::F32 | Kind::F64)
-        ) {
-            return Err(CliError::ArgKind {
-                arg: arg.clone(),
-                probe: escape_name(&site.probe()).into_owned(),
-                by: ArgUse::Key,
-            });
-        }
+        let (i, _) = operand_for(arg, &[site], sigs, ArgUse::Key)?;
         Ok(Some(i))
     }
 
+    /// The histogram so far (empty before anything was attached).
+    pub(crate) fn histogram(&self) -> Result<Histogram, CliError> {
+        match &self.agg {
+            Some(a) => Ok(a.histogram()?),
+            None => Ok(Histogram {
+                buckets: vec![0; Histogram::BUCKETS],
+                ..Histogram::default()
+            }),
+        }
+    }
+}
+
+impl Aggregates for LatencyAgg {
+    fn globs(&self) -> Vec<String> {
+        vec![self.start.clone(), self.end.clone()]
+    }
+
     /// Attaches the sites of the start and end probes among `sites`.
-    pub(crate) fn attach(
+    fn attach(
         &mut self,
         path: &Path,
         sites: &[&Site],
@@ -133,33 +140,6 @@ impl LatencyAgg {
             None => Ok(()),
         }
     }
-
-    /// The histogram so far (empty before anything was attached).
-    pub(crate) fn histogram(&self) -> Result<Histogram, CliError> {
-        match &self.agg {
-            Some(a) => Ok(a.histogram()?),
-            None => Ok(Histogram {
-                buckets: vec![0; Histogram::BUCKETS],
-                ..Histogram::default()
-            }),
-        }
-    }
-}
-
-impl Aggregates for LatencyAgg {
-    fn globs(&self) -> Vec<String> {
-        vec![self.start.clone(), self.end.clone()]
-    }
-
-    fn attach(
-        &mut self,
-        path: &Path,
-        sites: &[&Site],
-        sigs: &Signatures,
-        target: Target,
-    ) -> Result<(), CliError> {
-        LatencyAgg::attach(self, path, sites, sigs, target)
-    }
 }
 
 /// Each probe named must exist in the target: checked by `select` for the
@@ -176,7 +156,7 @@ fn check_probe(name: &str) -> Result<(), CliError> {
 pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
     check_probe(&args.start)?;
     check_probe(&args.end)?;
-    let place = Where::of(args.pid, args.all, args.command);
+    let place = args.target.place();
     let key = KeyArg::parse(args.key.as_deref());
     let mut lat = LatencyAgg::new(&args.start, &args.end, key, args.attach.into());
     let code = run(&place, &mut lat, args.duration, &|n, name| {
@@ -333,17 +313,7 @@ impl Aggregates for HistAgg {
         let Some(first) = sites.first() else {
             return Ok(());
         };
-        let (i, kind) = operand_of_all(&self.arg, sites, sigs)?;
-        if matches!(
-            kind,
-            Some(Kind::Str | Kind::CStr | Kind::Bytes | Kind::F32 | Kind::F64)
-        ) {
-            return Err(CliError::ArgKind {
-                arg: self.arg.clone(),
-                probe: escape_name(&first.probe()).into_owned(),
-                by: ArgUse::Hist,
-            });
-        }
+        let (i, _) = operand_for(&self.arg, sites, sigs, ArgUse::Hist)?;
         self.signed |= first.args.get(i).is_some_and(|a| a.signed);
         if self.agg.is_none() {
             self.agg = Some(Aggregation::histogram_of(i, self.point)?);
@@ -356,7 +326,7 @@ impl Aggregates for HistAgg {
 }
 
 pub(crate) fn hist(args: HistArgs) -> Result<i32, CliError> {
-    let place = Where::of(args.pid, args.all, args.command);
+    let place = args.target.place();
     let mut h = HistAgg {
         glob: args.probe,
         arg: args.arg,

@@ -3,7 +3,6 @@
 //! them, and say what the kernel can do for them.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,7 +21,7 @@ mod serve;
 mod trace_cmd;
 mod typed;
 
-use args::{Cli, Command, CountArgs, ListArgs, TraceArgs};
+use args::{Cli, Command, CountArgs, ListArgs, Place, TraceArgs};
 use closest::closest;
 use count_engine::Engine;
 use error::CliError;
@@ -95,14 +94,13 @@ fn run(command: Command) -> Result<i32, CliError> {
 }
 
 /// What `count` and `trace` do, from their command lines.
-#[derive(Default)]
 struct Opts {
-    pid: Option<u32>,
+    /// `-p`, `--all` or the command.
+    place: Place,
     interval: Option<Duration>,
     attach: AttachPoint,
     /// The probe globs.
     operands: Vec<String>,
-    command: Vec<OsString>,
     /// `trace --str`: probe glob and argument index.
     strings: Vec<(String, usize)>,
     json: bool,
@@ -112,8 +110,6 @@ struct Opts {
     no_kernel_fetch: bool,
     /// `count --engine`, `trace --engine`.
     engine: Option<Engine>,
-    /// `count --all BINARY`.
-    all: Option<PathBuf>,
     /// `count --duration`.
     duration: Option<Duration>,
 }
@@ -121,15 +117,17 @@ struct Opts {
 impl From<CountArgs> for Opts {
     fn from(a: CountArgs) -> Opts {
         Opts {
-            pid: a.pid,
+            place: a.target.place(),
             interval: a.interval,
             attach: a.attach.into(),
             operands: a.globs,
-            command: a.command,
+            strings: vec![],
+            json: false,
+            raw: false,
+            limit: None,
+            no_kernel_fetch: false,
             engine: a.engine,
-            all: a.all,
             duration: a.duration,
-            ..Opts::default()
         }
     }
 }
@@ -137,17 +135,17 @@ impl From<CountArgs> for Opts {
 impl From<TraceArgs> for Opts {
     fn from(a: TraceArgs) -> Opts {
         Opts {
-            pid: a.pid,
+            place: a.target.place(),
+            interval: None,
             attach: a.attach.into(),
             operands: a.globs,
-            command: a.command,
             strings: a.strings,
             json: a.json,
             raw: a.raw,
             limit: a.limit,
             no_kernel_fetch: a.no_kernel_fetch,
             engine: a.engine,
-            ..Opts::default()
+            duration: None,
         }
     }
 }
@@ -434,18 +432,17 @@ pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<
     })
 }
 
-/// Opens the session for `-p PID`, `--all BINARY` or the command, and
-/// says what it skipped.
-pub(crate) fn open_session(opts: &Opts) -> Result<Session, CliError> {
-    let session = match (opts.pid, &opts.all) {
-        (Some(pid), _) => Session::process(pid),
-        (None, Some(binary)) => Session::binary(binary),
-        (None, None) => Session::command(&opts.command),
+/// Opens the session for `-p PID`, `--all BINARY` or the command, with
+/// the probe `globs`, cancelled by a signal, and says what it skipped: the
+/// one place where the commands' target becomes the library's.
+pub(crate) fn open_session(place: &Place, globs: &[String]) -> Result<Session, CliError> {
+    let session = match place {
+        Place::Process(pid) => Session::process(*pid),
+        Place::All(binary) => Session::binary(binary),
+        Place::Command(command) => Session::command(command),
     }
     .map_err(file_error)?;
-    let mut session = session
-        .globs(&opts.operands)
-        .cancel_when(|| interrupted().is_some());
+    let mut session = session.globs(globs).cancel_when(|| interrupted().is_some());
     print_notices(&mut session);
     Ok(session)
 }

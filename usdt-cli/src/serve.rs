@@ -12,7 +12,7 @@ use prometheus_client::registry::{Registry, Unit};
 use usdt_trace::bpf::ProbeCounter;
 use usdt_trace::{escape, AttachPoint, Histogram, Signatures, Site, Target};
 
-use crate::answers::{run, Aggregates, Where};
+use crate::answers::{run, Aggregates};
 use crate::args::ServeArgs;
 use crate::error::CliError;
 use crate::latency::{KeyArg, LatencyAgg};
@@ -225,7 +225,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<i32, CliError> {
         latencies,
         scrapes: 0,
     };
-    let place = Where::of(args.pid, args.all, args.command);
+    let place = args.target.place();
     let shown = address.clone();
     let code = run(&place, &mut serving, args.duration, &|n, name| {
         eprintln!("usdt: serving {n} sites of {name} on http://{shown}/metrics; Ctrl-C stops")

@@ -6,8 +6,8 @@ use std::time::Duration;
 use std::path::Path;
 
 use usdt_trace::{
-    escape, escape_name, process_alive, process_threads, Error, Hit, Machine, Objects, Sampler,
-    Session, Signatures, Site, Target, Value,
+    escape, escape_name, process_alive, process_threads, Error, Hit, Machine, Objects, Picked,
+    Sampler, Session, Signatures, Site, Target, Value,
 };
 
 use crate::args::TraceArgs;
@@ -21,8 +21,8 @@ use crate::{
 pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     catch_signals();
     let opts = Opts::from(args);
-    // clap lets exactly one of -p and COMMAND through.
-    let mut session = open_session(&opts)?;
+    // clap lets exactly one of -p, --all and COMMAND through.
+    let mut session = open_session(&opts.place, &opts.operands)?;
     let what = session_name(&session);
     let matched = select(session.objects(), &opts.operands, &what)?;
     check_strings(session.objects(), &opts)?;
@@ -31,11 +31,11 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     if command {
         session.spawn()?;
     }
-    let bpf = use_bpf(&opts, session.machines())?;
-    if !bpf {
-        raise_fd_limit();
-    }
-    let mut tracing = Tracing::new(&opts, session, bpf);
+    let picked = engine_for(&opts, session.machines())?;
+    // Perf events: one per site, thread (or CPU) and fetch event; Auto's
+    // BPF may fall back on them at the first attach.
+    raise_fd_limit();
+    let mut tracing = Tracing::new(&opts, session, &picked);
     if let Some(sig) = tracing.attach()? {
         // A command not started is killed with the session.
         return Ok(128 + sig);
@@ -43,24 +43,34 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     if command {
         return trace_command(tracing);
     }
-    let pid = tracing.pid;
-    let threads = process_threads(pid).map_or(0, |t| t.len());
-    eprintln!("usdt: tracing {matched} sites of process {pid} ({threads} threads); Ctrl-C stops");
-    tracing.follow(|_| Ok(process_alive(pid)))?;
+    match tracing.session.target() {
+        Target::Pid(pid) => {
+            let threads = process_threads(pid).map_or(0, |t| t.len());
+            eprintln!(
+                "usdt: tracing {matched} sites of process {pid} ({threads} threads); Ctrl-C stops"
+            );
+            tracing.follow(|_| Ok(process_alive(pid)))?;
+        }
+        Target::AllProcesses => {
+            eprintln!("usdt: tracing {matched} sites in every process of {what}; Ctrl-C stops");
+            tracing.follow(|_| Ok(true))?;
+        }
+    }
     if tracing.out.broken {
         return Ok(BROKEN_PIPE);
     }
     Ok(interrupted().map_or(0, |sig| 128 + sig))
 }
 
-/// Whether to sample with BPF: `--engine`, else `$USDT_TRACE_ENGINE`, else
-/// BPF where the kernel and the files' machines have it (and not with
+/// The engine that samples: `--engine`, else `$USDT_TRACE_ENGINE`, else
+/// BPF where the kernel and the files' machines have it (and perf with
 /// `--no-kernel-fetch`, which asks for perf's stack copies).
-fn use_bpf(opts: &Opts, machines: &[Machine]) -> Result<bool, CliError> {
-    Ok(match Engine::chosen(opts.engine, TRACE_ENGINE_ENV)? {
-        Engine::Auto if opts.no_kernel_fetch => false,
-        engine => engine.for_sampling(machines).bpf,
-    })
+fn engine_for(opts: &Opts, machines: &[Machine]) -> Result<Picked, CliError> {
+    let engine = match Engine::chosen(opts.engine, TRACE_ENGINE_ENV)? {
+        Engine::Auto if opts.no_kernel_fetch => Engine::Perf,
+        engine => engine,
+    };
+    Ok(engine.for_sampling(machines))
 }
 
 /// Each `--str` must name an argument of some traced probe.
@@ -103,7 +113,7 @@ struct Tracing<'o> {
 }
 
 impl<'o> Tracing<'o> {
-    fn new(opts: &'o Opts, session: Session, bpf: bool) -> Tracing<'o> {
+    fn new(opts: &'o Opts, session: Session, picked: &Picked) -> Tracing<'o> {
         let objects = session.objects();
         let sigs = typed::signatures(
             objects
@@ -113,7 +123,7 @@ impl<'o> Tracing<'o> {
         );
         let mut sampler = Sampler::new(opts.attach)
             .kernel_fetch(!opts.no_kernel_fetch)
-            .bpf(bpf)
+            .engine(picked.clone())
             .per_cpu(true);
         for (glob, n) in &opts.strings {
             sampler.add_string_arg(glob, *n);
@@ -133,14 +143,14 @@ impl<'o> Tracing<'o> {
             pid,
             sampler,
             out: Output::new(opts, sigs),
-            per_thread: !bpf,
+            per_thread: !picked.bpf && pid != 0,
             session,
         }
     }
 
-    /// Attaches the matching sites of the objects (every thread with BPF;
-    /// with perf events, the process's threads not attached yet: a paused
-    /// command has one);
+    /// Attaches the matching sites of the objects (every thread with BPF,
+    /// every process with --all; with perf events, the process's threads
+    /// not attached yet: a paused command has one);
     /// `Some(signal)` when a signal stopped it.
     fn attach(&mut self) -> Result<Option<i32>, CliError> {
         if self.per_thread {
@@ -151,11 +161,21 @@ impl<'o> Tracing<'o> {
             };
             return self.attach_threads(tids);
         }
+        let target = self.session.target();
         for (path, sites) in self.session.matched() {
             if let Some(sig) = interrupted() {
                 return Ok(Some(sig));
             }
-            attach_sites(&mut self.sampler, &path, &sites, self.pid)?;
+            attach_sites(&mut self.sampler, &path, &sites, target)?;
+            // Auto's BPF proved unsupported at the first attach: perf
+            // events sample one thread each.
+            self.per_thread = !self.sampler.uses_bpf() && self.pid != 0;
+            if self.per_thread {
+                break;
+            }
+        }
+        if self.per_thread {
+            return self.attach();
         }
         Ok(interrupted())
     }
@@ -201,7 +221,8 @@ impl<'o> Tracing<'o> {
                 }),
                 false => {
                     let sites: Vec<&Site> = file[0].1.iter().collect();
-                    attach_sites(&mut self.sampler, &file[0].0, &sites, self.pid)
+                    let target = self.session.target();
+                    attach_sites(&mut self.sampler, &file[0].0, &sites, target)
                 }
             };
             match attached {
@@ -242,15 +263,15 @@ impl<'o> Tracing<'o> {
     }
 }
 
-/// Attaches `sites` of the file at `path` for every thread of `pid` (BPF:
-/// one link).
+/// Attaches `sites` of the file at `path` for `target`: every thread of a
+/// process (BPF: one link), or every process (--all).
 fn attach_sites(
     sampler: &mut Sampler,
     path: &Path,
     sites: &[&Site],
-    pid: u32,
+    target: Target,
 ) -> Result<(), CliError> {
-    match sampler.attach(path, sites.iter().copied(), Target::Pid(pid)) {
+    match sampler.attach(path, sites.iter().copied(), target) {
         // Ctrl-C reaches the paused command too.
         Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(()),
         other => Ok(other?),

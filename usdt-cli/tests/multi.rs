@@ -412,14 +412,17 @@ fn usdt_count(args: &[&str], env: &[(&str, &str)], input: &str) -> (String, Stri
 
 /// `usdt count ARGS` running beside the test: waits for its "counting"
 /// line; `stop` interrupts it and returns its counts.
-struct Counting(Child);
+/// `usdt COMMAND ARGS` under `timeout`, started once its first line
+/// says it is at work (`usdt: counting`, `usdt: tracing`).
+struct Running(Child);
 
-impl Counting {
-    fn start(args: &[&str]) -> Counting {
+impl Running {
+    /// Starts `usdt COMMAND ARGS`; returns it and its first line.
+    fn start(command: &str, args: &[&str]) -> (Running, String) {
         let mut child = Command::new("timeout")
             .args(["-s", "KILL", "120"])
             .arg(env!("CARGO_BIN_EXE_usdt"))
-            .arg("count")
+            .arg(command)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -428,11 +431,15 @@ impl Counting {
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         stderr.read_line(&mut line).unwrap();
-        assert!(line.starts_with("usdt: counting "), "{line}");
-        Counting(child)
+        let at_work = format!("usdt: {}ing ", command.trim_end_matches('e'));
+        assert!(line.starts_with(&at_work), "{line}");
+        (Running(child), line)
     }
 
-    fn stop(self) -> BTreeMap<String, u64> {
+    /// Stops it with SIGINT after the rings' next read (every 50 ms);
+    /// returns what it printed.
+    fn stop(self) -> String {
+        std::thread::sleep(Duration::from_millis(300));
         // `timeout` passes SIGINT on to usdt.
         let status = Command::new("kill")
             .args(["-INT", &self.0.id().to_string()])
@@ -440,9 +447,9 @@ impl Counting {
             .unwrap();
         assert!(status.success());
         let out = self.0.wait_with_output().unwrap();
-        // Counts printed, then the conventional status of a SIGINT.
+        // What it found, then the conventional status of a SIGINT.
         assert_eq!(out.status.code(), Some(130), "{out:?}");
-        parse_counts(&String::from_utf8_lossy(&out.stdout))
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
 
@@ -464,9 +471,9 @@ fn count_pid_counts_threads_started_after_attaching() {
     }
     let exe = multi("multi");
     let mut m = Multi::start(&exe);
-    let counting = Counting::start(&["-p", &m.pid.to_string()]);
+    let (counting, _) = Running::start("count", &["-p", &m.pid.to_string()]);
     assert_eq!(m.run("threads 8 1000"), "done");
-    let counts = counting.stop();
+    let counts = parse_counts(&counting.stop());
     assert_eq!(counts["multi:hit"], 8000, "{counts:?}");
     m.finish();
 }
@@ -479,11 +486,11 @@ fn count_all_sums_every_process_and_a_forked_child() {
     let exe = multi("multi_cli_all");
     let mut a = Multi::start(&exe);
     let mut b = Multi::start(&exe);
-    let counting = Counting::start(&["--all", exe.to_str().unwrap(), "multi:hit"]);
+    let (counting, _) = Running::start("count", &["--all", exe.to_str().unwrap(), "multi:hit"]);
     assert_eq!(a.run("threads 2 100"), "done");
     assert_eq!(b.run("threads 1 30"), "done");
     assert_eq!(b.run("fork 7"), "done");
-    let counts = counting.stop();
+    let counts = parse_counts(&counting.stop());
     assert_eq!(counts["multi:hit"], 237, "{counts:?}");
     a.finish();
     b.finish();
@@ -577,41 +584,60 @@ fn trace_pid_sees_threads_started_after_attaching_from_their_first_hit() {
     }
     let exe = multi("multi_trace_pid");
     let mut m = Multi::start(&exe);
-    let mut tracer = Command::new("timeout")
-        .args(["-s", "KILL", "120"])
-        .arg(env!("CARGO_BIN_EXE_usdt"))
-        .args([
-            "trace",
-            "--engine",
-            "bpf",
-            "multi:hit",
-            "-p",
-            &m.pid.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(tracer.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    assert!(line.starts_with("usdt: tracing "), "{line}");
+    let pid = m.pid.to_string();
+    let (tracer, _) = Running::start("trace", &["--engine", "bpf", "multi:hit", "-p", &pid]);
     assert_eq!(m.run("threads 8 1000"), "done");
     assert_eq!(m.run("fork 5"), "done");
-    // The ring is read every 50 ms: give it one round, then stop.
-    std::thread::sleep(Duration::from_millis(300));
-    let status = Command::new("kill")
-        .args(["-INT", &tracer.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = tracer.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = tracer.stop();
     // Eight threads, 1000 hits each from their first; the forked child is
     // another process, not traced.
     let per_thread = hits_per_thread(&text, m.pid);
     assert_eq!(per_thread.len(), 8, "{per_thread:?}");
     assert!(per_thread.values().all(|n| *n == 1000), "{per_thread:?}");
     m.finish();
+}
+
+/// `usdt trace --all` prints the hits of every process that runs the
+/// binary, those started before it and a child forked later, with either
+/// engine: exactly the hits fired, per process.
+#[test]
+fn trace_all_prints_every_process_s_hits_with_both_engines() {
+    if !ready(&[ROOT, SDT]) {
+        return;
+    }
+    for engine in ["bpf", "perf"] {
+        let exe = multi(&format!("multi_trace_all_{engine}"));
+        let mut a = Multi::start(&exe);
+        let mut b = Multi::start(&exe);
+        let all = [
+            "--engine",
+            engine,
+            "--all",
+            exe.to_str().unwrap(),
+            "multi:hit",
+        ];
+        let (tracer, line) = Running::start("trace", &all);
+        assert!(line.contains("every process"), "{engine}: {line}");
+        assert_eq!(a.run("threads 2 100"), "done");
+        assert_eq!(b.run("threads 1 30"), "done");
+        assert_eq!(b.run("fork 7"), "done");
+        let text = tracer.stop();
+        let mut per_process: BTreeMap<u32, usize> = BTreeMap::new();
+        for line in text.lines().filter(|l| l.contains(" multi:hit ")) {
+            let pid = line.split(' ').nth(1).and_then(|w| w.split_once('/'));
+            *per_process
+                .entry(pid.unwrap().0.parse().unwrap())
+                .or_default() += 1;
+        }
+        assert_eq!(per_process.remove(&a.pid), Some(200), "{engine}: {text}");
+        assert_eq!(per_process.remove(&b.pid), Some(30), "{engine}: {text}");
+        // The forked child: another process of the binary.
+        assert_eq!(
+            per_process.into_values().collect::<Vec<_>>(),
+            [7],
+            "{engine}: {text}"
+        );
+        a.finish();
+        b.finish();
+    }
 }

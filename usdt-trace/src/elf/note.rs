@@ -110,6 +110,26 @@ impl Site {
     pub fn probe(&self) -> String {
         format!("{}:{}", self.provider, self.name)
     }
+
+    /// A site `p:n` at 0 with the arguments `args` of `machine`, for unit
+    /// tests.
+    #[cfg(test)]
+    pub(crate) fn with_args(args: &str, machine: Machine) -> Site {
+        Site {
+            provider: "p".into(),
+            name: "n".into(),
+            location: 0,
+            location_offset: Some(0),
+            note_base: 0,
+            stapsdt_base: None,
+            semaphore: None,
+            semaphore_offset: None,
+            args_text: args.into(),
+            args: crate::parse_args(args, machine).unwrap(),
+            layout: SiteLayout::Nop,
+            bytes: vec![],
+        }
+    }
 }
 
 /// A loadable segment, as needed to turn addresses into file offsets and

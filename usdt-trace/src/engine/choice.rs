@@ -3,14 +3,15 @@
 //! uprobe_multi links fit the target and the file's machine has the
 //! registers table the BPF sampler needs, else perf, and says why in a
 //! [`Picked`]; when BPF then turns out unsupported it falls back on perf,
-//! and when both fail, [`Error::BothEngines`] reports both.
+//! and when both fail, [`Error::BothEngines`] reports both
+//! ([`attach_with`], for counting and sampling alike).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::bpf::{uprobe_multi_support, BpfError, ProbeCounter, UprobeMulti};
 use super::perf::counter::PerfCounter;
-use super::{AttachPoint, Target};
+use super::{AttachPoint, Counting, Target};
 use crate::elf::arg::Machine;
 use crate::elf::note::Site;
 use crate::Error;
@@ -101,14 +102,33 @@ impl EngineChoice {
     }
 }
 
-/// Hit counts per probe, by either engine.
-#[derive(Debug)]
-pub enum Counter {
-    /// One uprobe_multi link per file.
-    Bpf(ProbeCounter),
-    /// One perf event per site.
-    Perf(PerfCounter),
+/// Attaches with the engine `picked`: `bpf` when it picked BPF, else
+/// `perf`. An automatic BPF attach that the kernel does not support
+/// ([`BpfError::Unsupported`]) falls back on `perf`; when that fails too,
+/// [`Error::BothEngines`] says both. The one place where the fallback is
+/// written, for counting and sampling alike.
+pub(crate) fn attach_with<T>(
+    picked: &Picked,
+    bpf: impl FnOnce() -> Result<T, Error>,
+    perf: impl FnOnce() -> Result<T, Error>,
+) -> Result<T, Error> {
+    if !picked.bpf {
+        return perf();
+    }
+    match bpf() {
+        Err(Error::Bpf(bpf @ BpfError::Unsupported)) if picked.auto => {
+            perf().map_err(|perf| Error::BothEngines {
+                bpf,
+                perf: Box::new(perf),
+            })
+        }
+        other => other,
+    }
 }
+
+/// Hit counts per probe, by the engine picked ([`EngineChoice`]).
+#[derive(Debug)]
+pub struct Counter(Box<dyn Counting>);
 
 impl Counter {
     /// Attaches the given sites of each file at `point`, counting `target`
@@ -128,56 +148,24 @@ impl Counter {
         if cancelled() {
             return Ok(None);
         }
-        if picked.bpf {
-            match ProbeCounter::attach(files, point, target) {
-                Ok(counter) => return Ok((!cancelled()).then_some(Counter::Bpf(counter))),
-                Err(Error::Bpf(bpf @ BpfError::Unsupported)) if picked.auto => {
-                    return Self::attach_perf(files, point, target, cancelled).map_err(|perf| {
-                        Error::BothEngines {
-                            bpf,
-                            perf: Box::new(perf),
-                        }
-                    });
-                }
-                Err(e) => return Err(e),
-            }
+        fn boxed<C: Counting + 'static>(c: Option<C>) -> Option<Counter> {
+            c.map(|c| Counter(Box::new(c)))
         }
-        Self::attach_perf(files, point, target, cancelled)
-    }
-
-    fn attach_perf(
-        files: &[(PathBuf, Vec<&Site>)],
-        point: AttachPoint,
-        target: Target,
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<Option<Counter>, Error> {
-        let mut tracer = PerfCounter::new(point).enable_later(true);
-        for (path, sites) in files {
-            for site in sites {
-                if cancelled() {
-                    return Ok(None);
-                }
-                tracer.attach(path, [*site], target)?;
-            }
-        }
-        if cancelled() {
-            return Ok(None);
-        }
-        tracer.enable()?;
-        Ok(Some(Counter::Perf(tracer)))
+        attach_with(
+            picked,
+            || <ProbeCounter as Counting>::attach(files, point, target, cancelled).map(boxed),
+            || <PerfCounter as Counting>::attach(files, point, target, cancelled).map(boxed),
+        )
     }
 
     /// Whether the counts come from BPF.
     pub fn is_bpf(&self) -> bool {
-        matches!(self, Counter::Bpf(_))
+        self.0.is_bpf()
     }
 
     /// Hits per probe (`provider:name`).
     pub fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
-        match self {
-            Counter::Bpf(c) => c.probe_counts(),
-            Counter::Perf(t) => t.probe_counts(),
-        }
+        self.0.probe_counts()
     }
 }
 

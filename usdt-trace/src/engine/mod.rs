@@ -3,12 +3,17 @@
 //! operands) and [`bpf`] (one uprobe_multi link per file and programs
 //! assembled here). What both share is here: where on a site the uprobe
 //! goes ([`AttachPoint`], [`attach_delta`]), whose hits it sees
-//! ([`Target`]), and the uprobe a site gets ([`Uprobe`]).
+//! ([`Target`]), the uprobe a site gets ([`Uprobe`]), and the interface
+//! both engines implement, for sampling ([`Engine`]) and for counting
+//! ([`Counting`]); which engine attaches is chosen once for both
+//! ([`choice`]).
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use crate::elf::arg::Arg;
 use crate::elf::note::Site;
 use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 
@@ -16,9 +21,12 @@ pub mod bpf;
 mod choice;
 pub(crate) mod perf;
 
+pub(crate) use choice::attach_with;
 pub use choice::{Counter, EngineChoice, Picked};
 
-/// One site to sample, as the sampler planned it.
+/// One site to sample, as the sampler planned it: engine-neutral. Each
+/// engine derives from it what it reads at the hit (the perf engine its
+/// registers mask and stack copy, the BPF engine its fetch rows).
 #[derive(Debug)]
 pub(crate) struct SampleSite<'a> {
     /// The sampler's number for the site: raw hits name it, and BPF
@@ -26,13 +34,17 @@ pub(crate) struct SampleSite<'a> {
     pub(crate) index: usize,
     pub(crate) site: &'a Site,
     pub(crate) uprobe: Uprobe<'a>,
-    /// What perf events read at the hit.
-    pub(crate) perf: perf::sampling::SiteSampling<'a>,
-    /// What the BPF program reads at the hit.
-    pub(crate) bpf: [bpf::sampling::ArgFetch; bpf::sampling::ARGS],
+    /// The note's arguments.
+    pub(crate) args: &'a [Arg],
+    /// Which arguments are string pointers.
+    pub(crate) strings: &'a [bool],
+    /// Which arguments are the addresses of byte slices.
+    pub(crate) bytes: &'a [bool],
+    /// The uprobe's link-time address.
+    pub(crate) attach_addr: u64,
 }
 
-/// What both sampling engines do; each decodes its own records into
+/// What both engines do to sample hits; each decodes its own records into
 /// engine-neutral raw hits (`crate::raw`).
 pub(crate) trait Engine: std::fmt::Debug {
     /// Attaches `sites` of the file at `path`, sampling the hits of
@@ -55,6 +67,38 @@ pub(crate) trait Engine: std::fmt::Debug {
     fn poll_fds(&self) -> Vec<std::os::fd::RawFd>;
     /// The size in bytes of each ring's data area.
     fn ring_bytes(&self) -> u64;
+    /// Whether this is the BPF engine.
+    fn is_bpf(&self) -> bool;
+}
+
+/// What both engines do to count hits per probe: the peer of [`Engine`]
+/// for counting. [`Counter`] holds one, chosen by [`EngineChoice`].
+pub(crate) trait Counting: std::fmt::Debug {
+    /// Attaches the given sites of each file at `point`, counting the hits
+    /// of `target`, every site from the same moment; `None` when
+    /// `cancelled` says so meanwhile (what was attached is detached
+    /// again). Either every file is attached or none.
+    fn attach(
+        files: &[(PathBuf, Vec<&Site>)],
+        point: AttachPoint,
+        target: Target,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<Self>, Error>
+    where
+        Self: Sized;
+    /// Hits per probe (`provider:name`), summed over its sites.
+    fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error>;
+    /// Whether this is the BPF engine.
+    fn is_bpf(&self) -> bool;
+}
+
+/// The error for a site whose argument registers an engine has no table
+/// for.
+pub(crate) fn unsupported_registers(site: &Site) -> Error {
+    Error::Unsupported(format!(
+        "aarch64 registers (in the arguments of {})",
+        site.probe()
+    ))
 }
 
 /// Where on a site the uprobe goes.

@@ -46,8 +46,8 @@ use std::time::Duration;
 
 use crate::elf::note::Site;
 use crate::engine::bpf::sampling::BpfSampling;
-use crate::engine::perf::sampling::{PerfSampling, SiteSampling};
-use crate::engine::{path_cstring, Engine, SampleSite, Uprobe};
+use crate::engine::perf::sampling::PerfSampling;
+use crate::engine::{attach_with, path_cstring, Engine, Picked, SampleSite, Uprobe};
 use crate::glob::glob_match;
 use crate::sys::process;
 
@@ -97,9 +97,8 @@ pub struct Sampler {
     plans: Vec<Plan>,
     /// The uprobe addresses attached, per target: one uprobe per address.
     attached: HashSet<(PathBuf, u64, Target)>,
-    /// Sample with one BPF uprobe_multi link per file instead of perf
-    /// events ([`Sampler::bpf`]).
-    use_bpf: bool,
+    /// The engine to attach with ([`Sampler::engine`], [`Sampler::bpf`]).
+    picked: Picked,
     kernel_fetch: bool,
     /// The engine, from the first attach on.
     engine: Option<Box<dyn Engine>>,
@@ -130,7 +129,11 @@ impl Sampler {
             bytes: vec![],
             plans: vec![],
             attached: HashSet::new(),
-            use_bpf: false,
+            picked: Picked {
+                bpf: false,
+                auto: false,
+                fallback: None,
+            },
             kernel_fetch: true,
             engine: None,
             unsampled: 0,
@@ -164,13 +167,33 @@ impl Sampler {
     /// ring of [`Sampler::ring_pages`] pages. Hits the full ring could not
     /// take are counted in [`Sampler::lost`].
     pub fn bpf(mut self, on: bool) -> Sampler {
-        self.use_bpf = on;
+        self.picked = Picked {
+            bpf: on,
+            auto: false,
+            fallback: None,
+        };
         self
     }
 
-    /// Whether the sampler uses BPF ([`Sampler::bpf`]).
+    /// Samples with the engine `picked` ([`EngineChoice::for_sampling`]):
+    /// as [`Sampler::bpf`] when it picked BPF, else with perf events; an
+    /// automatic BPF attach that the kernel does not support falls back on
+    /// perf at the first attach, and when that fails too the error says
+    /// both (as [`Counter`](crate::Counter) does for counting).
+    ///
+    /// [`EngineChoice::for_sampling`]: crate::EngineChoice::for_sampling
+    pub fn engine(mut self, picked: Picked) -> Sampler {
+        self.picked = picked;
+        self
+    }
+
+    /// Whether the sampler uses BPF: the engine that attached, or before
+    /// the first attach the one picked ([`Sampler::engine`]).
     pub fn uses_bpf(&self) -> bool {
-        self.use_bpf
+        match &self.engine {
+            Some(engine) => engine.is_bpf(),
+            None => self.picked.bpf,
+        }
     }
 
     /// The data pages of ring buffer per traced target (rounded up to a power
@@ -281,7 +304,7 @@ impl Sampler {
             if !self.attached.insert((path.into(), uprobe.offset, target)) {
                 continue; // one uprobe per address
             }
-            let mut plan = self.plan(site)?;
+            let mut plan = self.plan(site);
             let from_location = uprobe
                 .offset
                 .wrapping_sub(site.location_offset.unwrap_or(0));
@@ -292,9 +315,6 @@ impl Sampler {
         if chosen.is_empty() {
             return Ok(());
         }
-        if self.engine.is_none() {
-            self.engine = Some(self.new_engine()?);
-        }
         let samples: Vec<SampleSite<'_>> = chosen
             .into_iter()
             .zip(&self.plans[first..])
@@ -303,46 +323,54 @@ impl Sampler {
                 index: first + k,
                 site,
                 uprobe,
-                perf: SiteSampling {
-                    args: &plan.args,
-                    strings: &plan.strings,
-                    bytes: &plan.bytes,
-                    attach_addr: plan.attach_addr,
-                    regs_mask: plan.regs_mask,
-                    stack_bytes: plan.stack_bytes,
-                },
-                bpf: plan.fetches(),
+                args: &plan.args,
+                strings: &plan.strings,
+                bytes: &plan.bytes,
+                attach_addr: plan.attach_addr,
             })
             .collect();
-        match &mut self.engine {
-            Some(engine) => engine.attach(path, &samples, target),
-            None => Ok(()),
+        if let Some(engine) = &mut self.engine {
+            return engine.attach(path, &samples, target);
         }
+        // The first attach picks the engine.
+        let attach = |mut engine: Box<dyn Engine>| {
+            engine.attach(path, &samples, target)?;
+            Ok(engine)
+        };
+        let engine = attach_with(
+            &self.picked,
+            || attach(self.bpf_engine()?),
+            || attach(self.perf_engine()),
+        )?;
+        self.engine = Some(engine);
+        Ok(())
     }
 
     /// How to decode the hits of `site`: its string and byte-slice
     /// arguments as asked for.
-    fn plan(&self, site: &Site) -> Result<Plan, Error> {
+    fn plan(&self, site: &Site) -> Plan {
         let probe = site.probe();
         let marked = |globs: &[(String, usize)]| -> Vec<bool> {
             (0..site.args.len())
                 .map(|i| globs.iter().any(|(g, n)| *n == i && glob_match(g, &probe)))
                 .collect()
         };
-        Ok(Plan::new(site, marked(&self.strings), self.stack_bytes)?
-            .with_bytes(marked(&self.bytes), self.stack_bytes))
+        Plan::new(site, marked(&self.strings), marked(&self.bytes))
     }
 
-    /// The engine asked for ([`Sampler::bpf`]).
-    fn new_engine(&self) -> Result<Box<dyn Engine>, Error> {
-        if !self.use_bpf {
-            return Ok(Box::new(PerfSampling::new(
-                self.ring_pages,
-                self.kernel_fetch,
-                self.per_cpu,
-                self.features,
-            )));
-        }
+    /// The perf engine, as configured.
+    fn perf_engine(&self) -> Box<dyn Engine> {
+        Box::new(PerfSampling::new(
+            self.ring_pages,
+            self.kernel_fetch,
+            self.per_cpu,
+            self.stack_bytes,
+            self.features,
+        ))
+    }
+
+    /// The BPF engine, as configured.
+    fn bpf_engine(&self) -> Result<Box<dyn Engine>, Error> {
         crate::engine::perf::tracefs::remove_stale_events();
         let bytes = self.ring_pages as u64 * usdt_runtime::page_size();
         Ok(Box::new(BpfSampling::new(bytes)?))
@@ -465,45 +493,13 @@ mod tests {
     }
 
     fn site(args: &str, machine: crate::Machine) -> Site {
-        Site {
-            provider: "p".into(),
-            name: "n".into(),
-            location: 0,
-            location_offset: Some(0),
-            note_base: 0,
-            stapsdt_base: None,
-            semaphore: None,
-            semaphore_offset: None,
-            args_text: args.into(),
-            args: crate::parse_args(args, machine).unwrap(),
-            layout: crate::SiteLayout::Nop,
-            bytes: vec![],
-        }
+        Site::with_args(args, machine)
     }
 
     #[test]
-    fn aarch64_arguments_are_refused_in_words() {
-        let e = Plan::new(&site("8@x0", crate::Machine::Aarch64), vec![false], 0).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "aarch64 registers (in the arguments of p:n) are not supported"
-        );
-        // Immediates and registers alone need no stack copy.
-        let plan = Plan::new(
-            &site("8@%rax 4@$1", crate::Machine::X86_64),
-            vec![false; 2],
-            64,
-        );
-        assert_eq!(plan.unwrap().stack_bytes, 0);
-    }
-
-    #[test]
-    fn registers_come_in_mask_order() {
+    fn arguments_decode_from_registers_by_name() {
         let site = site("-1@%r8 2@%ah 4@8(%rdi) 8@$7", crate::Machine::X86_64);
-        let plan = Plan::new(&site, vec![false; 4], 64).unwrap();
-        // rax (for %ah), rdi, rsp and r8, in perf's order.
-        assert_eq!(plan.regs_mask, 1 | 1 << 5 | 1 << 7 | 1 << 16);
-        assert_eq!(plan.stack_bytes, 64);
+        let plan = Plan::new(&site, vec![false; 4], vec![]);
         let stack = [0u8, 0, 0, 0, 0, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff];
         let mut regs = crate::raw::Regs::default();
         for (reg, v) in [

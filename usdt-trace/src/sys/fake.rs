@@ -109,52 +109,66 @@ mod tests {
         assert!(matches!(e, Error::Bpf(crate::bpf::BpfError::Unsupported)));
     }
 
-    #[test]
-    fn auto_reports_both_engines_when_both_fail() {
+    /// Attaches `site` with the engine `picked`, counting (`false`) or
+    /// sampling (`true`), with the kernel answering `fake`.
+    fn attach_with(
+        picked: &crate::Picked,
+        sampling: bool,
+        fake: impl FnMut(&Syscall<'_>) -> Option<Result<i64, i32>> + 'static,
+    ) -> Error {
         let site = site();
         let files = [(std::path::PathBuf::from("/bin/app"), vec![&site])];
+        with(fake, || match sampling {
+            false => {
+                crate::Counter::attach(picked, &files, AttachPoint::Nop, Target::Pid(7), &|| false)
+                    .unwrap_err()
+            }
+            true => crate::Sampler::new(AttachPoint::Nop)
+                .engine(picked.clone())
+                .attach("/bin/app", [&site], Target::Pid(7))
+                .unwrap_err(),
+        })
+    }
+
+    #[test]
+    fn auto_reports_both_engines_when_both_fail() {
         let picked = crate::Picked {
             bpf: true,
             auto: true,
             fallback: None,
         };
-        let e = with(
-            |call| match call {
+        // Counting and sampling fall back alike: one choice for both.
+        for sampling in [false, true] {
+            let e = attach_with(&picked, sampling, |call| match call {
                 Syscall::Bpf { .. } => Some(Err(libc::ENOSYS)),
                 Syscall::PerfEventOpen { .. } => Some(Err(libc::EACCES)),
                 _ => None,
-            },
-            || {
-                crate::Counter::attach(&picked, &files, AttachPoint::Nop, Target::Pid(7), &|| false)
-                    .unwrap_err()
-            },
-        );
-        match e {
-            Error::BothEngines { bpf, perf } => {
-                assert!(matches!(bpf, crate::bpf::BpfError::Unsupported));
-                assert!(
-                    matches!(*perf, Error::NotPermitted(_) | Error::NoUprobePmu),
-                    "{perf}"
-                );
+            });
+            match e {
+                Error::BothEngines { bpf, perf } => {
+                    assert!(matches!(bpf, crate::bpf::BpfError::Unsupported));
+                    assert!(
+                        matches!(*perf, Error::NotPermitted(_) | Error::NoUprobePmu),
+                        "{perf}"
+                    );
+                }
+                e => panic!("sampling {sampling}: {e}"),
             }
-            e => panic!("{e}"),
         }
         // Asked for by the caller, BPF is not replaced.
         let asked = crate::Picked {
             auto: false,
             ..picked
         };
-        let e = with(
-            |call| matches!(call, Syscall::Bpf { .. }).then_some(Err(libc::ENOSYS)),
-            || {
-                crate::Counter::attach(&asked, &files, AttachPoint::Nop, Target::Pid(7), &|| false)
-                    .unwrap_err()
-            },
-        );
-        assert!(
-            matches!(e, Error::Bpf(crate::bpf::BpfError::Unsupported)),
-            "{e}"
-        );
+        for sampling in [false, true] {
+            let e = attach_with(&asked, sampling, |call| {
+                matches!(call, Syscall::Bpf { .. }).then_some(Err(libc::ENOSYS))
+            });
+            assert!(
+                matches!(e, Error::Bpf(crate::bpf::BpfError::Unsupported)),
+                "sampling {sampling}: {e}"
+            );
+        }
     }
 
     #[test]

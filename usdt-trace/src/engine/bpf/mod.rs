@@ -19,6 +19,7 @@ pub(crate) mod aggregate;
 mod aggregator;
 mod asm;
 mod counter;
+mod fetches;
 mod probes;
 mod program;
 mod ringbuf;

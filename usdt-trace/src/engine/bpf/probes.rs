@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{MultiCounter, MultiSite};
+use crate::engine::Counting;
 use crate::{AttachPoint, Error, Site, Target};
 
 /// Counts per probe, every site of a probe adding to one counter.
@@ -73,5 +74,27 @@ impl ProbeCounter {
     /// The counter underneath.
     pub fn counter(&self) -> &MultiCounter {
         &self.counter
+    }
+}
+
+impl Counting for ProbeCounter {
+    /// One link per file, all attached before the program counts a hit of
+    /// them (the map is read only by [`ProbeCounter::probe_counts`]).
+    fn attach(
+        files: &[(PathBuf, Vec<&Site>)],
+        point: AttachPoint,
+        target: Target,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<ProbeCounter>, Error> {
+        let counter = ProbeCounter::attach(files, point, target)?;
+        Ok((!cancelled()).then_some(counter))
+    }
+
+    fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+        ProbeCounter::probe_counts(self)
+    }
+
+    fn is_bpf(&self) -> bool {
+        true
     }
 }

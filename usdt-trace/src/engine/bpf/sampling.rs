@@ -539,13 +539,15 @@ impl Engine for BpfSampling {
     ) -> Result<(), crate::Error> {
         let sampled: Vec<SampledSite> = sites
             .iter()
-            .map(|s| SampledSite {
-                offset: s.uprobe.offset,
-                ref_ctr_offset: s.uprobe.ref_ctr_offset,
-                cookie: s.index as u64,
-                fetch: s.bpf,
+            .map(|s| {
+                Ok(SampledSite {
+                    offset: s.uprobe.offset,
+                    ref_ctr_offset: s.uprobe.ref_ctr_offset,
+                    cookie: s.index as u64,
+                    fetch: super::fetches::fetches(s)?,
+                })
             })
-            .collect();
+            .collect::<Result<_, crate::Error>>()?;
         Ok(self.attach_sampled(path, &sampled, target)?)
     }
 
@@ -561,6 +563,10 @@ impl Engine for BpfSampling {
 
     fn poll_fds(&self) -> Vec<std::os::fd::RawFd> {
         vec![self.ring_map.as_raw_fd()]
+    }
+
+    fn is_bpf(&self) -> bool {
+        true
     }
 
     fn ring_bytes(&self) -> u64 {

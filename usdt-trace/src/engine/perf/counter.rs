@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use super::{attach_error, open_uprobe_in};
 use crate::cpus::online_cpus;
 use crate::elf::note::Site;
-use crate::engine::{features_for, path_cstring, AttachPoint, Target, Uprobe};
+use crate::engine::{features_for, path_cstring, AttachPoint, Counting, Target, Uprobe};
 use crate::sys::{perf, SyscallError};
 use crate::{Error, KernelFeatures};
 
@@ -232,5 +232,39 @@ impl PerfCounter {
             attr.set_disabled(1);
             attr.set_inherit(inherit.into());
         })
+    }
+}
+
+impl Counting for PerfCounter {
+    /// One perf event per site (per CPU for every process), created
+    /// disabled and enabled together once all are attached.
+    fn attach(
+        files: &[(PathBuf, Vec<&Site>)],
+        point: AttachPoint,
+        target: Target,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<PerfCounter>, Error> {
+        let mut counter = PerfCounter::new(point).enable_later(true);
+        for (path, sites) in files {
+            for site in sites {
+                if cancelled() {
+                    return Ok(None);
+                }
+                counter.attach(path, [*site], target)?;
+            }
+        }
+        if cancelled() {
+            return Ok(None);
+        }
+        counter.enable()?;
+        Ok(Some(counter))
+    }
+
+    fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+        PerfCounter::probe_counts(self)
+    }
+
+    fn is_bpf(&self) -> bool {
+        false
     }
 }

@@ -13,9 +13,9 @@ use super::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
 use super::tracefs::{data_loc_string, FetchEvent, FetchPlan, Field};
 use super::{attach_error, open_uprobe, perf_event_open};
 use crate::cpus::online_cpus;
-use crate::elf::arg::{Arg, Operand};
+use crate::elf::arg::{Arg, Operand, Reg64};
 use crate::elf::note::Site;
-use crate::engine::{Engine, SampleSite, Target, Uprobe};
+use crate::engine::{unsupported_registers, Engine, SampleSite, Target, Uprobe};
 use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::perf::{
     self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
@@ -108,6 +108,12 @@ fn raw_hit<'a>(
     Some(raw)
 }
 
+/// perf's number of an x86-64 register (this engine samples x86-64
+/// registers only).
+fn perf_reg(reg: Reg64) -> Option<u32> {
+    crate::arch::x86_64::register(reg).map(|r| r.perf)
+}
+
 /// What the perf engine needs to know of a site it samples.
 #[derive(Debug)]
 pub(crate) struct SiteSampling<'a> {
@@ -124,6 +130,47 @@ pub(crate) struct SiteSampling<'a> {
     pub(crate) stack_bytes: u32,
 }
 
+impl<'a> SiteSampling<'a> {
+    /// What the events of `s` sample: the registers its operands name
+    /// (and the stack pointer), and `stack_bytes` of stack for a site that
+    /// reads memory (memory operands, strings, byte slices).
+    pub(crate) fn of(s: &SampleSite<'a>, stack_bytes: u32) -> Result<SiteSampling<'a>, Error> {
+        let mut mask = 1u64 << crate::arch::x86_64::PERF_SP;
+        let marked = |flags: &[bool]| flags.iter().any(|f| *f);
+        let mut memory = marked(s.strings) || marked(s.bytes);
+        for arg in s.args {
+            let regs: Vec<Reg64> = match &arg.operand {
+                Operand::Register(r) => vec![r.reg],
+                Operand::Memory { base, .. } => vec![base.reg],
+                Operand::Indexed { base, index, .. } => {
+                    base.iter().chain([index]).map(|r| r.reg).collect()
+                }
+                Operand::Symbol { .. } => vec![Reg64::Rip],
+                Operand::SymbolIndexed { base, index, .. } => base
+                    .iter()
+                    .chain(index)
+                    .map(|r| r.reg)
+                    .chain([Reg64::Rip])
+                    .collect(),
+                Operand::Immediate(_) | Operand::Unreadable { .. } => continue,
+            };
+            memory |= !matches!(arg.operand, Operand::Register(_));
+            for reg in regs {
+                let n = perf_reg(reg).ok_or_else(|| unsupported_registers(s.site))?;
+                mask |= 1 << n;
+            }
+        }
+        Ok(SiteSampling {
+            args: s.args,
+            strings: s.strings,
+            bytes: s.bytes,
+            attach_addr: s.attach_addr,
+            regs_mask: mask,
+            stack_bytes: if memory { stack_bytes } else { 0 },
+        })
+    }
+}
+
 /// The perf events, rings and fetch events of a sampler.
 #[derive(Debug)]
 pub(crate) struct PerfSampling {
@@ -133,6 +180,8 @@ pub(crate) struct PerfSampling {
     pub(crate) kernel_fetch: bool,
     /// Events per CPU (else per thread, for a process).
     per_cpu: bool,
+    /// The stack each sample of a site that reads memory copies.
+    stack_bytes: u32,
     features: KernelFeatures,
     fetch_plans: HashMap<(PathBuf, u64), Option<(u64, FetchPlan)>>,
     /// The site (the caller's index) of each event id.
@@ -166,17 +215,20 @@ pub(crate) struct Mark {
 
 impl PerfSampling {
     /// Nothing attached yet; rings of `ring_pages` data pages per target,
-    /// fetch events when `kernel_fetch`.
+    /// fetch events when `kernel_fetch`, `stack_bytes` of stack copied by
+    /// each sample of a site that reads memory.
     pub(crate) fn new(
         ring_pages: usize,
         kernel_fetch: bool,
         per_cpu: bool,
+        stack_bytes: u32,
         features: KernelFeatures,
     ) -> PerfSampling {
         PerfSampling {
             ring_pages,
             kernel_fetch,
             per_cpu,
+            stack_bytes,
             features,
             fetch_plans: HashMap::new(),
             ids: HashMap::new(),
@@ -411,13 +463,18 @@ impl Engine for PerfSampling {
             Target::Pid(_) if !self.per_cpu => vec![-1],
             _ => online_cpus(),
         };
+        let plans = sites
+            .iter()
+            .map(|s| SiteSampling::of(s, self.stack_bytes))
+            .collect::<Result<Vec<_>, _>>()?;
         let mark = self.mark();
         let features = self.features;
         let result = sites
             .iter()
-            .try_for_each(|s| {
+            .zip(&plans)
+            .try_for_each(|(s, plan)| {
                 self.attach_site(
-                    &features, path, s.site, &s.uprobe, &s.perf, s.index, target, &cpus,
+                    &features, path, s.site, &s.uprobe, plan, s.index, target, &cpus,
                 )
                 .map(drop)
             })
@@ -459,6 +516,10 @@ impl Engine for PerfSampling {
     fn ring_bytes(&self) -> u64 {
         self.slots.first().map_or(0, |s| s.ring.data_size())
     }
+
+    fn is_bpf(&self) -> bool {
+        false
+    }
 }
 
 fn event_id(fd: &OwnedFd) -> Result<u64, Error> {
@@ -466,4 +527,54 @@ fn event_id(fd: &OwnedFd) -> Result<u64, Error> {
         what: "reading a perf event's id".into(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(args: &str, machine: crate::Machine) -> Site {
+        Site::with_args(args, machine)
+    }
+
+    /// What the perf engine samples for `site`, with no strings marked.
+    fn sampling(site: &Site, stack_bytes: u32) -> Result<(u64, u32), Error> {
+        let path = std::ffi::CString::new("/x").unwrap();
+        let none = vec![false; site.args.len()];
+        let s = SampleSite {
+            index: 0,
+            site,
+            uprobe: Uprobe {
+                path: &path,
+                offset: 0,
+                ref_ctr_offset: None,
+            },
+            args: &site.args,
+            strings: &none,
+            bytes: &[],
+            attach_addr: 0,
+        };
+        SiteSampling::of(&s, stack_bytes).map(|p| (p.regs_mask, p.stack_bytes))
+    }
+
+    #[test]
+    fn registers_come_in_mask_order() {
+        let site = site("-1@%r8 2@%ah 4@8(%rdi) 8@$7", crate::Machine::X86_64);
+        // rax (for %ah), rdi, rsp and r8, in perf's order; memory: a stack
+        // copy.
+        let mask = 1 | 1 << 5 | 1 << 7 | 1 << 16;
+        assert_eq!(sampling(&site, 64).unwrap(), (mask, 64));
+    }
+
+    #[test]
+    fn aarch64_arguments_are_refused_in_words() {
+        let e = sampling(&site("8@x0", crate::Machine::Aarch64), 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "aarch64 registers (in the arguments of p:n) are not supported"
+        );
+        // Immediates and registers alone need no stack copy.
+        let plain = site("8@%rax 4@$1", crate::Machine::X86_64);
+        assert_eq!(sampling(&plain, 64).unwrap().1, 0);
+    }
 }
