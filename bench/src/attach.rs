@@ -38,6 +38,8 @@ pub struct Attached {
     location: u64,
     /// The site's bytes in the file.
     original: Vec<u8>,
+    /// The site's layout (what `original` is).
+    layout: SiteLayout,
     /// The long nop the uprobe is on (`NopNop5` or `NopNop10`), if any.
     kind: Option<SiteLayout>,
 }
@@ -118,6 +120,7 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
         pid,
         location: addr - delta,
         original,
+        layout: first.layout,
         kind,
     })
 }
@@ -148,14 +151,16 @@ fn runtime_address(pid: u32, exe: &Path, offset: u64) -> Result<u64, String> {
 }
 
 impl Attached {
-    /// Detaches, and checks that the kernel put the site's bytes back: a site
-    /// left as a `call` into the trampoline would slow the next rows down.
+    /// Detaches, and checks that the kernel put the site back: a site left
+    /// as a `call` into the trampoline would slow the next rows down. A
+    /// nop10 put back with the `call`'s bytes as its operands (7.3) is the
+    /// same nop.
     pub fn detach(self) -> Result<(), String> {
         drop(self.counter);
         let mut now = vec![0; self.original.len()];
         read_mem(self.pid, self.location, &mut now)
             .map_err(|e| format!("reading the site back: {e}"))?;
-        if now != self.original {
+        if now != self.original && !usdt_trace::site_executes_as_emitted(&now, self.layout) {
             return Err(format!(
                 "after detaching, the site at {:#x} reads {:02x?} instead of {:02x?}",
                 self.location, now, self.original

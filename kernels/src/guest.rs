@@ -554,7 +554,16 @@ fn bench_run(plan: &Plan, bins: &LayoutBins, log: &mut Vec<String>) -> Value {
         format!("bench --attached-rows {n} ({})", bins.layout.name),
         &o,
     );
-    serde_json::from_str(o.stdout.trim()).unwrap_or_else(|_| json!({ "error": o.status }))
+    let rows: Value =
+        serde_json::from_str(o.stdout.trim()).unwrap_or_else(|_| json!({ "error": o.status }));
+    // A row that did not run says why (a kernel that refuses the attach
+    // point, or a site not put back after detaching).
+    for r in rows["rows"].as_array().into_iter().flatten() {
+        if let (Some(name), Some(e)) = (r["name"].as_str(), r["error"].as_str()) {
+            log.push(format!("  {name}: {e}"));
+        }
+    }
+    rows
 }
 
 /// Each row of `best` replaced by `again`'s where that measured faster.

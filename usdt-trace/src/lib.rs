@@ -116,8 +116,8 @@ pub use process::{
 };
 pub use record::{Recorder, Recording};
 pub use rewrite::{
-    long_nop_state, site_rewrite, trampoline_ranges, LongNop, SiteRewrite, CALL_REL32, INT3,
-    JMP_REL8, LEA_RSP_MINUS_128,
+    long_nop_state, site_executes_as_emitted, site_rewrite, trampoline_ranges, LongNop,
+    SiteRewrite, CALL_REL32, INT3, JMP_REL8, LEA_RSP_MINUS_128,
 };
 pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,

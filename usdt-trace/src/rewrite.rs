@@ -7,6 +7,8 @@
 //! nop10 (the 7.3 series):    48 8d 64 24 80  e8 rel32         lea -0x80(%rsp),%rsp; call trampoline
 //! a uprobe (not yet hit):    cc ...                           int3
 //! after the uprobe is gone:  eb rel8 ...                      jmp over the rest of the long nop
+//! nop10 after the uprobe is   66 2e 0f 1f 84  e8 rel32         the nop10 again: opcode put back,
+//!   gone (7.3):                                                the call's bytes its SIB and disp32
 //! ```
 //!
 //! The kernel optimizes on a hit, not at attach, and only a long nop within
@@ -40,6 +42,11 @@ pub enum LongNop {
     /// A `jmp rel8` to the end of the long nop: the mark an optimized site
     /// keeps after its uprobe is removed.
     Skipped,
+    /// A nop10 whose first five bytes (`66 2e 0f 1f 84`, over the `lea`)
+    /// the kernel put back when the uprobe went, leaving the `call`'s five
+    /// bytes as the nop's SIB byte and 32-bit displacement: the same
+    /// 10-byte nop, once optimized (measured on 7.3.4).
+    Restored,
     /// Anything else.
     Other,
 }
@@ -48,7 +55,52 @@ impl LongNop {
     /// Whether the kernel has rewritten the long nop (a `call`, or the
     /// `jmp` it leaves when the uprobe goes).
     pub fn rewritten(self) -> bool {
-        matches!(self, LongNop::Call { .. } | LongNop::Skipped)
+        matches!(
+            self,
+            LongNop::Call { .. } | LongNop::Skipped | LongNop::Restored
+        )
+    }
+
+    /// Whether the long nop executes as emitted: intact, or a nop10 put
+    /// back with other operand bytes.
+    pub fn executes_as_emitted(self) -> bool {
+        matches!(self, LongNop::Intact | LongNop::Restored)
+    }
+}
+
+/// Whether `bytes`, read at a site's Location, execute as the site of
+/// `layout` as emitted: each byte as emitted, but where a nop10 is
+/// [`LongNop::Restored`]. False for a layout without x86-64 bytes.
+///
+/// ```
+/// use usdt_trace::{site_executes_as_emitted, SiteLayout};
+/// let emitted = [0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0];
+/// assert!(site_executes_as_emitted(&emitted, SiteLayout::NopNop10));
+/// let put_back = [0x90, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0xe8, 0x15, 0xd7, 0xf6, 0xff];
+/// assert!(site_executes_as_emitted(&put_back, SiteLayout::NopNop10));
+/// let optimized = [0x90, 0x48, 0x8d, 0x64, 0x24, 0x80, 0xe8, 0x15, 0xd7, 0xf6, 0xff];
+/// assert!(!site_executes_as_emitted(&optimized, SiteLayout::NopNop10));
+/// ```
+pub fn site_executes_as_emitted(bytes: &[u8], layout: SiteLayout) -> bool {
+    let Some(emitted) = layout.x86_64_bytes() else {
+        return false;
+    };
+    let Some(bytes) = bytes.get(..emitted.len()) else {
+        return false;
+    };
+    // Where the site's nop10 starts, if it has one (after `nop` or after
+    // `nop; nop5`).
+    let nop10 = match layout {
+        SiteLayout::NopNop10 => Some(1),
+        SiteLayout::NopNop5Nop10 => Some(1 + usdt_runtime::site::NOP5.len()),
+        _ => None,
+    };
+    match nop10 {
+        Some(at) => {
+            bytes[..at] == emitted[..at]
+                && long_nop_state(&bytes[at..], SiteLayout::NopNop10, 0).executes_as_emitted()
+        }
+        None => bytes == emitted,
     }
 }
 
@@ -82,6 +134,9 @@ pub fn long_nop_state(bytes: &[u8], kind: SiteLayout, addr: u64) -> LongNop {
         INT3 => return LongNop::Breakpoint,
         JMP_REL8 if usize::from(bytes[1]) == len - 2 => return LongNop::Skipped,
         _ => {}
+    }
+    if call_at > 0 && bytes[..call_at] == original[..call_at] {
+        return LongNop::Restored;
     }
     if bytes[..call_at] != LEA_RSP_MINUS_128[..call_at] || bytes[call_at] != CALL_REL32 {
         return LongNop::Other;
@@ -291,6 +346,26 @@ mod tests {
             LongNop::Other
         );
         assert!(LongNop::Skipped.rewritten() && !LongNop::Breakpoint.rewritten());
+        // 7.3 puts a nop10's opcode back over the lea and leaves the call's
+        // bytes: the same nop, once optimized.
+        let mut put_back = NOP10;
+        put_back[5..].copy_from_slice(&[0xe8, 0x15, 0xd7, 0xf6, 0xff]);
+        let state = long_nop_state(&put_back, NopNop10, 0);
+        assert_eq!(state, LongNop::Restored);
+        assert!(state.rewritten() && state.executes_as_emitted());
+        assert!(!LongNop::Breakpoint.executes_as_emitted());
+        // Both long nops: the nop5 must be as emitted too.
+        let mut both = [0x90u8; 16];
+        both[1..6].copy_from_slice(&NOP5);
+        both[6..].copy_from_slice(&put_back);
+        assert!(site_executes_as_emitted(&both, SiteLayout::NopNop5Nop10));
+        both[1] = 0xcc;
+        assert!(!site_executes_as_emitted(&both, SiteLayout::NopNop5Nop10));
+        assert!(!site_executes_as_emitted(
+            &both[..10],
+            SiteLayout::NopNop5Nop10
+        ));
+        assert!(!site_executes_as_emitted(&[0x90], SiteLayout::Other));
     }
 
     #[test]
