@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use usdt_trace::{escape, escape_name, process_alive, Error, Session, Signatures, Site, Target};
+use usdt_trace::{escape, escape_name, process_alive, Session, Signatures, Site, Target};
 
 use crate::error::CliError;
 use crate::{
@@ -36,10 +36,12 @@ impl Where {
         }
     }
 
-    /// The target options as `count` and `trace` take them, with `globs`.
-    fn opts(&self, globs: &[String]) -> Opts {
+    /// The target options as `count` and `trace` take them, with `globs`
+    /// (and `--force-sites`).
+    fn opts(&self, globs: &[String], force_sites: bool) -> Opts {
         let mut opts = Opts {
             operands: globs.to_vec(),
+            force_sites,
             ..Opts::default()
         };
         match self {
@@ -90,6 +92,7 @@ fn attach_all(agg: &mut dyn Aggregates, session: &Session) -> Result<(), CliErro
 /// site is attached, with the sites' count and the target's name.
 pub(crate) fn run(
     place: &Where,
+    force_sites: bool,
     agg: &mut dyn Aggregates,
     duration: Option<Duration>,
     started: &dyn Fn(usize, &str),
@@ -99,12 +102,12 @@ pub(crate) fn run(
     let globs = agg.globs();
     let end = duration.map(|d| Instant::now() + d);
     let not_over = move || end.is_none_or(|end| Instant::now() < end);
-    let mut session = open_session(&place.opts(&globs))?;
+    let mut session = open_session(&place.opts(&globs, force_sites))?;
     let name = match place {
         Where::All(_) => format!("every process of {}", session_name(&session)),
         _ => session_name(&session),
     };
-    let n = select(session.objects(), &globs, &name)?;
+    let n = select(&session, &globs, &name)?;
     let command = session.exec_path().is_some();
     if command {
         session.spawn()?;
@@ -113,7 +116,7 @@ pub(crate) fn run(
     match attach_all(agg, &session) {
         // Ctrl-C reaches the paused command too: it is gone because of the
         // signal, not a failure of ours.
-        Err(CliError::Trace(Error::NoProcess(_))) if interrupted().is_some() => {
+        Err(CliError::Trace(e)) if e.no_process().is_some() && interrupted().is_some() => {
             return Ok(interrupted().map_or(130, |sig| 128 + sig));
         }
         other => other?,

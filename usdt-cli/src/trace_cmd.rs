@@ -24,7 +24,7 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     // clap lets exactly one of -p and COMMAND through.
     let mut session = open_session(&opts)?;
     let what = session_name(&session);
-    let matched = select(session.objects(), &opts.operands, &what)?;
+    let matched = select(&session, &opts.operands, &what)?;
     check_strings(session.objects(), &opts)?;
     warn_next(opts.attach, session.objects(), &opts.operands);
     let command = session.exec_path().is_some();
@@ -171,7 +171,7 @@ impl<'o> Tracing<'o> {
                 tid,
             ) {
                 // A thread that ended meanwhile.
-                Err(CliError::Trace(Error::NoProcess(_))) if tid != self.pid => continue,
+                Err(CliError::Trace(e)) if e.no_process().is_some() && tid != self.pid => continue,
                 Ok(Some(sig)) => return Ok(Some(sig)),
                 other => other?,
             };
@@ -252,7 +252,7 @@ fn attach_sites(
 ) -> Result<(), CliError> {
     match sampler.attach(path, sites.iter().copied(), Target::Pid(pid)) {
         // Ctrl-C reaches the paused command too.
-        Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(()),
+        Err(e) if e.no_process().is_some() && interrupted().is_some() => Ok(()),
         other => Ok(other?),
     }
 }
@@ -272,7 +272,9 @@ fn attach_all(
             }
             match sampler.attach(path, [site], Target::Pid(pid)) {
                 // Ctrl-C reaches the paused command too.
-                Err(Error::NoProcess(_)) if interrupted().is_some() => return Ok(interrupted()),
+                Err(e) if e.no_process().is_some() && interrupted().is_some() => {
+                    return Ok(interrupted())
+                }
                 other => other?,
             }
         }

@@ -103,10 +103,11 @@ pub use elf::signature::{
     parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
     BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
+pub use elf::sites::{SiteCheck, SiteRefusal};
 pub use engine::bpf;
 pub use engine::perf::counter::{AttachedSite, PerfCounter};
 pub use engine::{attach_delta, AttachPoint, Counter, EngineChoice, Picked, Target};
-pub use error::Error;
+pub use error::{AttachCause, AttachError, Error};
 pub use escape::{escape, escape_name};
 pub use glob::glob_match;
 pub use ldso::shared_libraries;

@@ -131,7 +131,8 @@ impl Recorder {
             for tid in session.new_threads() {
                 for (path, sites) in session.matched() {
                     match sampler.attach(&path, sites, Target::Pid(tid)) {
-                        Err(Error::NoProcess(_)) | Ok(()) => {}
+                        Err(e) if e.no_process().is_some() => {}
+                        Ok(()) => {}
                         Err(e) => return Err(e),
                     }
                 }

@@ -25,6 +25,7 @@ use object::read::ReadCache;
 use object::{Endianness, ReadRef};
 
 use crate::elf::arg::{parse_args, Arg, Machine, Operand};
+use crate::elf::sites::SiteCheck;
 use crate::{Error, SiteLayout};
 
 type Header = elf::FileHeader64<Endianness>;
@@ -103,6 +104,10 @@ pub struct Site {
     pub layout: SiteLayout,
     /// Up to [`SITE_BYTES`] bytes of the file at Location (empty if unreadable).
     pub bytes: Vec<u8>,
+    /// Whether Location and the semaphore lie where a `sys/sdt.h` site's
+    /// can ([`SiteCheck::of`]); a refused site is attached by no engine
+    /// unless [forced](Site::force).
+    pub check: SiteCheck,
 }
 
 impl Site {
@@ -201,8 +206,20 @@ pub const MAX_READ: u64 = 64 << 20;
 /// one that starts with the ELF magic is read further, and then only the
 /// parts needed (headers, section names, the notes, a few bytes per site),
 /// each at most [`MAX_READ`] bytes: never the whole file.
+///
+/// An error names the file: [`Error::Io`], or [`Error::File`] around what
+/// is wrong with its contents.
 pub fn read_file_probes(path: impl AsRef<Path>) -> Result<ElfProbes, Error> {
-    read_probes_from(&Bounded::open(path.as_ref())?)
+    let path = path.as_ref();
+    Bounded::open(path)
+        .and_then(|file| read_probes_from(&file))
+        .map_err(|e| match e {
+            Error::Io { .. } | Error::File { .. } => e,
+            e => Error::File {
+                path: path.into(),
+                source: Box::new(e),
+            },
+        })
 }
 
 impl Bounded {
@@ -514,6 +531,13 @@ impl RawSite {
         let location_offset = probes.file_offset(location);
         let bytes =
             location_offset.map_or_else(Vec::new, |off| site_bytes(probes, location, off, data));
+        let check = SiteCheck::of(
+            probes.machine,
+            &probes.segments,
+            location,
+            &bytes,
+            semaphore,
+        );
         Site {
             provider: self.provider,
             name: self.name,
@@ -527,6 +551,7 @@ impl RawSite {
             args: self.args,
             layout: layout_of(&bytes, probes.machine),
             bytes,
+            check,
         }
     }
 }

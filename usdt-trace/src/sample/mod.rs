@@ -478,6 +478,7 @@ mod tests {
             args: crate::parse_args(args, machine).unwrap(),
             layout: crate::SiteLayout::Nop,
             bytes: vec![],
+            check: Default::default(),
         }
     }
 
