@@ -274,7 +274,7 @@ pub struct AttachError {
 
 impl AttachError {
     /// The error for `site` of the file at `path`.
-    pub(crate) fn new(path: &std::path::Path, site: &crate::Site, cause: AttachCause) -> Error {
+    pub(crate) fn of(path: &std::path::Path, site: &crate::Site, cause: AttachCause) -> Error {
         Error::Attach(Box::new(AttachError {
             path: path.into(),
             probe: site.probe(),

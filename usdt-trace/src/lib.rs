@@ -12,7 +12,10 @@
 //!   the Base adjustment applied, file offsets, parsed [`Arg`]uments and the
 //!   [`SiteLayout`] found at Location; [`read_process`] does it for every ELF
 //!   object a process maps, with its load bias. Malformed input is an
-//!   [`Error`], never a panic.
+//!   [`Error`], never a panic. Each site is checked ([`SiteCheck`]): one
+//!   whose Location is not a known nop in the file's code, or whose
+//!   semaphore is not in its writable data, is refused by every engine
+//!   unless [forced](Site::force).
 //! - Attaching: a [`PerfCounter`] opens one uprobe perf event per site (per CPU for
 //!   [`Target::AllProcesses`]) at the [`AttachPoint`] chosen from
 //!   [`KernelFeatures`] and the fork self-test ([`fork_test`]), with the semaphore's file offset as `ref_ctr_offset`;

@@ -10,7 +10,9 @@
 //! - A semaphore's two bytes lie in a writable, non-executable `PT_LOAD`
 //!   segment's file bytes.
 //!
-//! The note reader checks every site ([`Site::check`]); a site that fails
+//! The nop forms ([`layout_of`]) and the segments ([`Segment`]) live here
+//! too; the note reader (`note`) uses them, and checks every site
+//! ([`Site::check`]); a site that fails
 //! is [`SiteCheck::Refused`], and every engine refuses to attach it
 //! unless it was forced ([`Site::force`], or a session's
 //! [`force_sites`](crate::Session::force_sites)).
@@ -19,9 +21,62 @@ use std::fmt;
 
 use object::elf::{PF_W, PF_X};
 
+use usdt_runtime::site::{AARCH64_NOP, NOP, NOP5};
+
 use crate::elf::arg::Machine;
-use crate::elf::note::{layout_of, Segment, Site};
+#[cfg(doc)]
+use crate::Site;
 use crate::SiteLayout;
+
+/// The bytes a site of `layout` starts with.
+fn x86_64_bytes(layout: SiteLayout) -> &'static [u8] {
+    layout.x86_64_bytes().unwrap_or(&[])
+}
+
+/// Classifies the bytes found at a site's Location.
+///
+/// ```
+/// use usdt_trace::{layout_of, Machine, SiteLayout};
+/// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x44, 0, 0, 0xc3], Machine::X86_64), SiteLayout::NopNop5);
+/// let both = [0x90, 0x0f, 0x1f, 0x44, 0, 0, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0];
+/// assert_eq!(layout_of(&both, Machine::X86_64), SiteLayout::NopNop5Nop10);
+/// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x40, 0], Machine::X86_64), SiteLayout::Nop);
+/// assert_eq!(layout_of(&[0x0f, 0x1f, 0x44, 0, 0], Machine::X86_64), SiteLayout::Nop5);
+/// assert_eq!(layout_of(&[], Machine::X86_64), SiteLayout::Other);
+/// ```
+pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
+    match machine {
+        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop5Nop10)) => {
+            SiteLayout::NopNop5Nop10
+        }
+        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop10)) => {
+            SiteLayout::NopNop10
+        }
+        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop5)) => {
+            SiteLayout::NopNop5
+        }
+        Machine::X86_64 if bytes.starts_with(&NOP) => SiteLayout::Nop,
+        Machine::X86_64 if bytes.starts_with(&NOP5) => SiteLayout::Nop5,
+        Machine::Aarch64 if bytes.starts_with(&AARCH64_NOP) => SiteLayout::Nop,
+        _ => SiteLayout::Other,
+    }
+}
+
+/// A loadable segment, as needed to turn addresses into file offsets and
+/// mapped addresses back into link-time addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// `p_vaddr`.
+    pub vaddr: u64,
+    /// `p_offset`.
+    pub offset: u64,
+    /// `p_filesz`.
+    pub filesz: u64,
+    /// `p_memsz`.
+    pub memsz: u64,
+    /// `p_flags` (`PF_X` = 1, `PF_W` = 2, `PF_R` = 4).
+    pub flags: u32,
+}
 
 /// Why a site is not attached.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,25 +190,6 @@ impl SiteCheck {
         match self {
             SiteCheck::Fits => None,
             SiteCheck::Refused(r) | SiteCheck::Forced(r) => Some(r),
-        }
-    }
-}
-
-impl Site {
-    /// Why the site is not attached, unless it was forced.
-    pub fn refused(&self) -> Option<&SiteRefusal> {
-        match &self.check {
-            SiteCheck::Refused(r) => Some(r),
-            _ => None,
-        }
-    }
-
-    /// Attaches the site even though its check refused it: the kernel then
-    /// writes its breakpoint at Location, and adds to the semaphore,
-    /// wherever they are.
-    pub fn force(&mut self) {
-        if let SiteCheck::Refused(r) = &self.check {
-            self.check = SiteCheck::Forced(r.clone());
         }
     }
 }

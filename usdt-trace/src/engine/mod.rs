@@ -146,7 +146,7 @@ pub fn attach_delta(
 /// An attach error of `site` before any file is opened: the path is
 /// unknown here ([`Uprobe::at`] names it).
 fn refused(site: &Site, cause: AttachCause) -> Error {
-    AttachError::new(Path::new(""), site, cause)
+    AttachError::of(Path::new(""), site, cause)
 }
 
 /// The features a tracer attaching at `point` uses: the fork verdict is
@@ -211,7 +211,7 @@ impl<'a> Uprobe<'a> {
         target: Target,
     ) -> Result<Uprobe<'a>, Error> {
         if let SiteCheck::Refused(why) = &site.check {
-            return Err(AttachError::new(
+            return Err(AttachError::of(
                 path,
                 site,
                 AttachCause::SiteRefused(why.clone()),
@@ -226,7 +226,7 @@ impl<'a> Uprobe<'a> {
         })?;
         let location = site
             .location_offset
-            .ok_or_else(|| AttachError::new(path, site, AttachCause::NotLoaded))?;
+            .ok_or_else(|| AttachError::of(path, site, AttachCause::NotLoaded))?;
         Ok(Uprobe {
             path: c_path,
             offset: location + delta,

@@ -111,5 +111,5 @@ pub(crate) fn attach_error(e: SyscallError, path: &Path, site: &Site, target: Ta
         Some(524) => AttachCause::InstructionRefused,
         _ => AttachCause::Syscall(e),
     };
-    AttachError::new(path, site, cause)
+    AttachError::of(path, site, cause)
 }
