@@ -4,7 +4,8 @@
 //!
 //! - `rel:bad`'s Location to a string in `.rodata`: `count` refuses that
 //!   probe in one line (file, probe, address, reason), counts the others
-//!   exactly, and the program prints its string intact; with
+//!   exactly (`hist` aggregates them the same way), and the program
+//!   prints its string intact; with
 //!   `--force-sites` it attaches, and the kernel's breakpoint lands in the
 //!   string;
 //! - `rel:guarded`'s semaphore to a function's code: refused, and the code
@@ -221,6 +222,13 @@ fn a_location_in_rodata_is_refused_and_the_others_are_counted() {
         );
         assert!(!stdout.contains("rel:bad"), "{engine}: {stdout}");
     }
+    // The in-kernel aggregations take the same path.
+    let out = usdt(&["hist", "--json", "rel:*", "arg0"], &copy);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(lines_of(&out, "rel:bad").len(), 1, "{stderr}");
+    assert!(stdout.contains(&format!("fired ok {N}\n")), "{stdout}");
+    assert!(stdout.contains(&format!("\"count\":{}", 2 * N)), "{stdout}");
     // Forced: attached, and the kernel's breakpoint byte lands in the string.
     let out = usdt(&["count", "--force-sites", "rel:*"], &copy);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));

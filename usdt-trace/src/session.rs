@@ -11,8 +11,10 @@
 //!   again ([`Session::new_objects`]), threads started later by reading
 //!   `/proc/PID/task` ([`Session::new_threads`]).
 //! - What the session met but did not fail on (a file it could not read, a
-//!   malformed note it skipped) is kept as [`Notice`]s for the caller to
-//!   say.
+//!   malformed note it skipped, a site its check refused) is kept as
+//!   [`Notice`]s for the caller to say.
+//! - A site whose check refused it ([`Site::refused`]) is left out of the
+//!   objects, unless [`Session::force_sites`] asks for it.
 //! - A command not started when the session is dropped is killed and
 //!   reaped: an interrupted attach leaves nothing behind.
 
