@@ -262,7 +262,8 @@ impl Error {
 /// Attaching one probe site failed.
 #[derive(Debug)]
 pub struct AttachError {
-    /// The file.
+    /// The file (empty from [`attach_delta`](crate::attach_delta), which is
+    /// given none).
     pub path: PathBuf,
     /// `provider:name`.
     pub probe: String,
