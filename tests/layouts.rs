@@ -17,8 +17,8 @@ use std::sync::Mutex;
 
 use usdt_provision::Need;
 use usdt_trace::{
-    attach_delta, read_file, read_maps, site_rewrite, AttachPoint, Error, KernelFeatures, LongNop,
-    PerfCounter, Site, SiteLayout, Target, UprobeSyscall,
+    attach_delta, read_file, read_maps, site_rewrite, AttachCause, AttachPoint, Error,
+    KernelFeatures, LongNop, PerfCounter, Site, SiteLayout, Target, UprobeSyscall,
 };
 
 const ROOT: Need = Need::root("it attaches uprobes (perf_event_open on the uprobe PMU)");
@@ -194,7 +194,7 @@ fn each_offset_of_the_two_nop_site_on_this_kernel() {
     let paused = Paused::start(&exe);
     let refused = tracer.attach(&exe, [&at_nop10], Target::Pid(paused.pid));
     assert!(
-        matches!(refused, Err(Error::InstructionRefused { .. })),
+        matches!(&refused, Err(Error::Attach(e)) if matches!(e.cause, AttachCause::InstructionRefused)),
         "{refused:?}"
     );
     drop(tracer);

@@ -56,6 +56,7 @@ fn attach_all(agg: &mut dyn Aggregates, session: &Session) -> Result<(), CliErro
 /// site is attached, with the sites' count and the target's name.
 pub(crate) fn run(
     place: &Place,
+    force_sites: bool,
     agg: &mut dyn Aggregates,
     duration: Option<Duration>,
     started: &dyn Fn(usize, &str),
@@ -65,12 +66,12 @@ pub(crate) fn run(
     let globs = agg.globs();
     let end = duration.map(|d| Instant::now() + d);
     let not_over = move || end.is_none_or(|end| Instant::now() < end);
-    let mut session = open_session(place, &globs)?;
+    let mut session = open_session(place, &globs, force_sites)?;
     let name = match place {
         Place::All(_) => format!("every process of {}", session_name(&session)),
         _ => session_name(&session),
     };
-    let n = select(session.objects(), &globs, &name)?;
+    let n = select(&session, &globs, &name)?;
     let command = session.exec_path().is_some();
     if command {
         session.spawn()?;
@@ -79,7 +80,7 @@ pub(crate) fn run(
     match attach_all(agg, &session) {
         // Ctrl-C reaches the paused command too: it is gone because of the
         // signal, not a failure of ours.
-        Err(CliError::Trace(Error::NoProcess(_))) if interrupted().is_some() => {
+        Err(CliError::Trace(e)) if e.no_process().is_some() && interrupted().is_some() => {
             return Ok(interrupted().map_or(130, |sig| 128 + sig));
         }
         other => other?,

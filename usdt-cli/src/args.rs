@@ -251,6 +251,11 @@ pub(crate) struct CountArgs {
     /// Where on each site the uprobe goes.
     #[arg(long, value_enum, value_name = "POINT", default_value_t)]
     pub(crate) attach: Attach,
+    /// Attach sites that are refused otherwise: a Location outside the
+    /// file's code or not on a nop, a semaphore outside its writable data
+    /// (the kernel then writes there all the same).
+    #[arg(long)]
+    pub(crate) force_sites: bool,
     /// What counts (default: $USDT_COUNT_ENGINE, else auto).
     #[arg(long, value_enum, value_name = "ENGINE")]
     pub(crate) engine: Option<Engine>,
@@ -303,6 +308,11 @@ pub(crate) struct LatencyArgs {
     /// Where on each site the uprobe goes.
     #[arg(long, value_enum, value_name = "POINT", default_value_t)]
     pub(crate) attach: Attach,
+    /// Attach sites that are refused otherwise: a Location outside the
+    /// file's code or not on a nop, a semaphore outside its writable data
+    /// (the kernel then writes there all the same).
+    #[arg(long)]
+    pub(crate) force_sites: bool,
     /// The process, binary or command whose probes are used.
     #[command(flatten)]
     pub(crate) target: TargetArgs,
@@ -329,6 +339,11 @@ pub(crate) struct HistArgs {
     /// Where on each site the uprobe goes.
     #[arg(long, value_enum, value_name = "POINT", default_value_t)]
     pub(crate) attach: Attach,
+    /// Attach sites that are refused otherwise: a Location outside the
+    /// file's code or not on a nop, a semaphore outside its writable data
+    /// (the kernel then writes there all the same).
+    #[arg(long)]
+    pub(crate) force_sites: bool,
     /// The process, binary or command whose probes are used.
     #[command(flatten)]
     pub(crate) target: TargetArgs,
@@ -351,6 +366,11 @@ pub(crate) struct ServeArgs {
     /// Where on each site the uprobe goes.
     #[arg(long, value_enum, value_name = "POINT", default_value_t)]
     pub(crate) attach: Attach,
+    /// Attach sites that are refused otherwise: a Location outside the
+    /// file's code or not on a nop, a semaphore outside its writable data
+    /// (the kernel then writes there all the same).
+    #[arg(long)]
+    pub(crate) force_sites: bool,
     /// Stop after SECONDS.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
@@ -402,6 +422,11 @@ pub(crate) struct TraceArgs {
     /// Where on each site the uprobe goes.
     #[arg(long, value_enum, value_name = "POINT", default_value_t)]
     pub(crate) attach: Attach,
+    /// Attach sites that are refused otherwise: a Location outside the
+    /// file's code or not on a nop, a semaphore outside its writable data
+    /// (the kernel then writes there all the same).
+    #[arg(long)]
+    pub(crate) force_sites: bool,
     /// Read memory operands from the stack copy of each sample instead of
     /// having the kernel or the BPF program read them at the hit (with perf
     /// events: tracefs uprobe events do).

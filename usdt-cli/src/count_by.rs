@@ -59,9 +59,15 @@ pub(crate) fn count_by(args: CountArgs, arg: String) -> Result<i32, CliError> {
         point: args.attach.into(),
         agg: None,
     };
-    let code = run(&place, &mut c, args.duration, &|n, name| {
-        eprintln!("usdt: counting values at {n} sites of {name}; Ctrl-C prints the counts")
-    })?;
+    let code = run(
+        &place,
+        args.force_sites,
+        &mut c,
+        args.duration,
+        &|n, name| {
+            eprintln!("usdt: counting values at {n} sites of {name}; Ctrl-C prints the counts")
+        },
+    )?;
     let Some(agg) = &c.agg else {
         return Ok(code);
     };

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use usdt_trace::{escape, escape_name, process_alive, Counter, Error, Picked, Session, Target};
+use usdt_trace::{escape, escape_name, process_alive, Counter, Picked, Session, Target};
 
 use crate::args::CountArgs;
 use crate::count_engine::{Engine, ENGINE_ENV};
@@ -21,9 +21,9 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
     let opts = Opts::from(args);
     raise_fd_limit();
     // clap lets exactly one of -p, --all and COMMAND through.
-    let mut session = open_session(&opts.place, &opts.operands)?;
+    let mut session = open_session(&opts.place, &opts.operands, opts.force_sites)?;
     let what = session_name(&session);
-    let matched = select(session.objects(), &opts.operands, &what)?;
+    let matched = select(&session, &opts.operands, &what)?;
     warn_next(opts.attach, session.objects(), &opts.operands);
     let engine = Engine::chosen(opts.engine, ENGINE_ENV)?;
     let command = session.exec_path().is_some();
@@ -95,7 +95,7 @@ fn attach(picked: &Picked, session: &Session, opts: &Opts) -> Result<Option<Coun
     }) {
         // Ctrl-C reaches the paused command too: it is gone because of the
         // signal, not a failure of ours.
-        Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(None),
+        Err(e) if e.no_process().is_some() && interrupted().is_some() => Ok(None),
         other => Ok(other?),
     }
 }

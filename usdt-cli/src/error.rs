@@ -22,6 +22,9 @@ pub(crate) enum CliError {
         globs: String,
         closest: Vec<String>,
     },
+    /// Every site the globs match was refused by its check (each said in
+    /// a line of its own before).
+    AllRefused { what: String, refused: usize },
     /// A file that is not ELF (`name` escaped).
     NotElf { name: String },
     /// A file whose probes could not be read (`name` escaped).
@@ -95,6 +98,10 @@ impl fmt::Display for CliError {
                 f,
                 "no probe of {what} matches {globs}; the closest are {}",
                 closest.join(", ")
+            ),
+            CliError::AllRefused { what, refused } => write!(
+                f,
+                "every site of {what} that matches was refused ({refused} sites); --force-sites attaches them"
             ),
             CliError::NotElf { name } => write!(f, "{name} is not an ELF file"),
             CliError::Read { name, source } => write!(f, "{name}: {source}"),

@@ -159,9 +159,13 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
     let place = args.target.place();
     let key = KeyArg::parse(args.key.as_deref());
     let mut lat = LatencyAgg::new(&args.start, &args.end, key, args.attach.into());
-    let code = run(&place, &mut lat, args.duration, &|n, name| {
-        eprintln!("usdt: timing {n} sites of {name}; Ctrl-C prints the histogram")
-    })?;
+    let code = run(
+        &place,
+        args.force_sites,
+        &mut lat,
+        args.duration,
+        &|n, name| eprintln!("usdt: timing {n} sites of {name}; Ctrl-C prints the histogram"),
+    )?;
     let Some(agg) = &lat.agg else {
         return Ok(code);
     };
@@ -334,9 +338,17 @@ pub(crate) fn hist(args: HistArgs) -> Result<i32, CliError> {
         agg: None,
         signed: false,
     };
-    let code = run(&place, &mut h, args.duration, &|n, name| {
-        eprintln!("usdt: reading an argument at {n} sites of {name}; Ctrl-C prints the histogram")
-    })?;
+    let code = run(
+        &place,
+        args.force_sites,
+        &mut h,
+        args.duration,
+        &|n, name| {
+            eprintln!(
+                "usdt: reading an argument at {n} sites of {name}; Ctrl-C prints the histogram"
+            )
+        },
+    )?;
     let Some(agg) = &h.agg else {
         return Ok(code);
     };

@@ -112,6 +112,8 @@ struct Opts {
     engine: Option<Engine>,
     /// `count --duration`.
     duration: Option<Duration>,
+    /// `--force-sites`: attach the sites the check refuses too.
+    force_sites: bool,
 }
 
 impl From<CountArgs> for Opts {
@@ -120,6 +122,7 @@ impl From<CountArgs> for Opts {
             place: a.target.place(),
             interval: a.interval,
             attach: a.attach.into(),
+            force_sites: a.force_sites,
             operands: a.globs,
             strings: vec![],
             json: false,
@@ -138,6 +141,7 @@ impl From<TraceArgs> for Opts {
             place: a.target.place(),
             interval: None,
             attach: a.attach.into(),
+            force_sites: a.force_sites,
             operands: a.globs,
             strings: a.strings,
             json: a.json,
@@ -183,7 +187,7 @@ fn list_process(pid: u32, with_sites: bool) -> Result<i32, CliError> {
             Ok(p) if !p.sites.is_empty() => p,
             Ok(_) => continue,
             Err(e) => {
-                eprintln!("usdt: {path}: {}", escape(&e.to_string()));
+                eprintln!("usdt: {path}: {}", escape(&e.without_path().to_string()));
                 continue;
             }
         };
@@ -245,7 +249,16 @@ fn print_table(
             },
             None => "-".into(),
         };
-        let attach = if sites.iter().all(|s| s.layout == first.layout) {
+        let refused: Vec<&Site> = sites
+            .iter()
+            .copied()
+            .filter(|s| s.refused().is_some())
+            .collect();
+        let attach = if refused.len() == sites.len() {
+            "refused"
+        } else if !refused.is_empty() {
+            "some refused"
+        } else if sites.iter().all(|s| s.layout == first.layout) {
             features::auto_attach_words(first.layout, guarded)
         } else {
             "per site"
@@ -255,15 +268,23 @@ fn print_table(
         } else {
             format!("{} (differs between sites)", escape(&first.args_text))
         };
+        let why = match refused.first().and_then(|s| s.refused()) {
+            Some(why) => format!("  (refused: {})", escape(&why.to_string())),
+            None => String::new(),
+        };
         out!(
-            "{name:width$}  {:5}  {layout:9}  {semaphore:18}  {attach:15}  {args}",
+            "{name:width$}  {:5}  {layout:9}  {semaphore:18}  {attach:15}  {args}{why}",
             sites.len()
         );
         if with_sites {
             for s in sites {
                 let offset = s.location_offset.map_or("-".into(), |o| format!("{o:#x}"));
+                let why = match s.refused() {
+                    Some(why) => format!(" refused: {}", escape(&why.to_string())),
+                    None => String::new(),
+                };
                 out!(
-                    "  site {:#x} offset {offset} base {:#x} semaphore {:#x} layout {} args {}",
+                    "  site {:#x} offset {offset} base {:#x} semaphore {:#x} layout {} args {}{why}",
                     s.location.wrapping_add(bias),
                     s.note_base,
                     s.semaphore.map_or(0, |a| a.wrapping_add(bias)),
@@ -373,12 +394,7 @@ pub(crate) fn warn_next(point: AttachPoint, objects: &Objects, globs: &[String])
 
 /// The probes of a file, with errors that name it.
 fn read_probes_of(path: &Path) -> Result<ElfProbes, CliError> {
-    let name = escape(&path.to_string_lossy()).into_owned();
-    let probes = read_file_probes(path).map_err(|e| match e {
-        Error::Io { .. } => CliError::Trace(e),
-        Error::NotElf => CliError::NotElf { name },
-        e => CliError::Read { name, source: e },
-    })?;
+    let probes = read_file_probes(path).map_err(file_error)?;
     warn_skipped(path, &probes);
     Ok(probes)
 }
@@ -409,8 +425,27 @@ pub(crate) fn matches(globs: &[String], site: &Site) -> bool {
 }
 
 /// How many sites match the globs; an error if none (with the closest names)
-/// or if there are no probes at all.
-pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<usize, CliError> {
+/// or if there are no probes at all, or if every site that matches was
+/// refused.
+pub(crate) fn select(session: &Session, globs: &[String], what: &str) -> Result<usize, CliError> {
+    let refused = session.refused().filter(|(_, s)| matches(globs, s)).count();
+    match select_in(session.objects(), globs, what) {
+        Err(CliError::NoMatch { .. } | CliError::NoProbes { .. }) if refused > 0 => {
+            Err(CliError::AllRefused {
+                what: what.into(),
+                refused,
+            })
+        }
+        other => other,
+    }
+}
+
+/// [`select`] among `objects`.
+pub(crate) fn select_in(
+    objects: &Objects,
+    globs: &[String],
+    what: &str,
+) -> Result<usize, CliError> {
     let sites = || objects.iter().flat_map(|(_, sites)| sites);
     let matched = sites().filter(|s| matches(globs, s)).count();
     if matched > 0 {
@@ -435,14 +470,21 @@ pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<
 /// Opens the session for `-p PID`, `--all BINARY` or the command, with
 /// the probe `globs`, cancelled by a signal, and says what it skipped: the
 /// one place where the commands' target becomes the library's.
-pub(crate) fn open_session(place: &Place, globs: &[String]) -> Result<Session, CliError> {
+pub(crate) fn open_session(
+    place: &Place,
+    globs: &[String],
+    force_sites: bool,
+) -> Result<Session, CliError> {
     let session = match place {
         Place::Process(pid) => Session::process(*pid),
         Place::All(binary) => Session::binary(binary),
         Place::Command(command) => Session::command(command),
     }
     .map_err(file_error)?;
-    let mut session = session.globs(globs).cancel_when(|| interrupted().is_some());
+    let mut session = session
+        .globs(globs)
+        .force_sites(force_sites)
+        .cancel_when(|| interrupted().is_some());
     print_notices(&mut session);
     Ok(session)
 }
@@ -480,7 +522,23 @@ pub(crate) fn print_notices(session: &mut Session) {
                 escape(&path.to_string_lossy()),
                 escape(&note.to_string())
             ),
-            Notice::Unreadable { path, error } => not_attached(&path, &error),
+            Notice::Unreadable { path, error } => not_attached(&path, error.without_path()),
+            Notice::Refused { path, site, forced } => {
+                let what = match forced {
+                    true => "attached all the same (--force-sites)",
+                    false => "not attached (--force-sites attaches it)",
+                };
+                eprintln!(
+                    "usdt: {}: probe {} at {:#x} refused: {}; {what}",
+                    escape(&path.to_string_lossy()),
+                    escape_name(&site.probe()),
+                    site.location,
+                    site.check
+                        .reason()
+                        .map(ToString::to_string)
+                        .unwrap_or_default()
+                );
+            }
             _ => {}
         }
     }

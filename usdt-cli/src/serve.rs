@@ -227,9 +227,15 @@ pub(crate) fn serve(args: ServeArgs) -> Result<i32, CliError> {
     };
     let place = args.target.place();
     let shown = address.clone();
-    let code = run(&place, &mut serving, args.duration, &|n, name| {
-        eprintln!("usdt: serving {n} sites of {name} on http://{shown}/metrics; Ctrl-C stops")
-    })?;
+    let code = run(
+        &place,
+        args.force_sites,
+        &mut serving,
+        args.duration,
+        &|n, name| {
+            eprintln!("usdt: serving {n} sites of {name} on http://{shown}/metrics; Ctrl-C stops")
+        },
+    )?;
     eprintln!("usdt: served {} scrapes", serving.scrapes);
     Ok(code)
 }

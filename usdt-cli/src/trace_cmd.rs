@@ -22,9 +22,9 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     catch_signals();
     let opts = Opts::from(args);
     // clap lets exactly one of -p, --all and COMMAND through.
-    let mut session = open_session(&opts.place, &opts.operands)?;
+    let mut session = open_session(&opts.place, &opts.operands, opts.force_sites)?;
     let what = session_name(&session);
-    let matched = select(session.objects(), &opts.operands, &what)?;
+    let matched = select(&session, &opts.operands, &what)?;
     check_strings(session.objects(), &opts)?;
     warn_next(opts.attach, session.objects(), &opts.operands);
     let command = session.exec_path().is_some();
@@ -191,7 +191,7 @@ impl<'o> Tracing<'o> {
                 tid,
             ) {
                 // A thread that ended meanwhile.
-                Err(CliError::Trace(Error::NoProcess(_))) if tid != self.pid => continue,
+                Err(CliError::Trace(e)) if e.no_process().is_some() && tid != self.pid => continue,
                 Ok(Some(sig)) => return Ok(Some(sig)),
                 other => other?,
             };
@@ -273,7 +273,7 @@ fn attach_sites(
 ) -> Result<(), CliError> {
     match sampler.attach(path, sites.iter().copied(), target) {
         // Ctrl-C reaches the paused command too.
-        Err(Error::NoProcess(_)) if interrupted().is_some() => Ok(()),
+        Err(e) if e.no_process().is_some() && interrupted().is_some() => Ok(()),
         other => Ok(other?),
     }
 }
@@ -293,7 +293,9 @@ fn attach_all(
             }
             match sampler.attach(path, [site], Target::Pid(pid)) {
                 // Ctrl-C reaches the paused command too.
-                Err(Error::NoProcess(_)) if interrupted().is_some() => return Ok(interrupted()),
+                Err(e) if e.no_process().is_some() && interrupted().is_some() => {
+                    return Ok(interrupted())
+                }
                 other => other?,
             }
         }

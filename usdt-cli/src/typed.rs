@@ -124,7 +124,7 @@ pub(crate) fn bpftrace(args: BpftraceArgs) -> Result<i32, CliError> {
     let path = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());
     let probes = crate::read_probes_of(&path)?;
     let objects = vec![(path.clone(), probes.sites)];
-    crate::select(&objects, &globs, &path.display().to_string())?;
+    crate::select_in(&objects, &globs, &path.display().to_string())?;
     let sigs = signatures([path.as_path()]);
     print!("{}", bpftrace_program(&path, &objects[0].1, &sigs, &globs));
     Ok(0)

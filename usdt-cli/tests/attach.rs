@@ -10,7 +10,8 @@ use usdt_test_support::cli::{example, raises_per_uprobe, Serve};
 use usdt_test_support::{ready, wait_for, ROOT, SDT};
 use usdt_trace::{
     fork_test, read_file_fork_guard, read_file_probes, read_process, read_semaphore,
-    tracer_features, AttachPoint, Error, OptimizedFork, PerfCounter, Site, SiteLayout, Target,
+    tracer_features, AttachCause, AttachPoint, Error, OptimizedFork, PerfCounter, Site, SiteLayout,
+    Target,
 };
 
 /// The load bias of `path` in process `pid`.
@@ -196,7 +197,11 @@ fn next_is_refused_on_a_single_nop_site() {
     let e = tracer
         .attach(&exe, &sites, Target::Pid(serve.pid))
         .unwrap_err();
-    assert!(matches!(e, Error::NoLongNop { .. }));
+    assert!(
+        matches!(&e, Error::Attach(a) if matches!(a.cause, AttachCause::NoLongNop { .. })
+            && a.path == exe),
+        "{e}"
+    );
     assert!(e.to_string().contains("no long nop"), "{e}");
     assert!(tracer.sites().is_empty());
     serve.finish();
@@ -242,9 +247,12 @@ fn a_process_that_exited_is_an_error() {
     let sites = read_file_probes(&exe).unwrap().sites;
     let mut tracer = PerfCounter::new(AttachPoint::Auto);
     let e = tracer.attach(&exe, &sites, Target::Pid(pid)).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        format!("process {pid} does not exist or has exited")
+    assert_eq!(e.no_process(), Some(pid));
+    assert!(
+        e.to_string().starts_with(&format!(
+            "process {pid} does not exist or has exited (attaching "
+        )),
+        "{e}"
     );
     assert!(matches!(read_process(pid), Err(Error::NoProcess(p)) if p == pid));
 }

@@ -8,8 +8,10 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use crate::elf::sites::SiteRefusal;
 use crate::engine::bpf::BpfError;
 use crate::sys::SyscallError;
+use crate::SiteLayout;
 
 /// What went wrong reading probes, attaching to them or counting them.
 #[derive(Debug)]
@@ -45,8 +47,21 @@ pub enum Error {
     },
     /// A process does not exist (any more).
     NoProcess(u32),
-    /// The kernel refused an operation for lack of privilege.
-    NotPermitted(String),
+    /// Reading a process's mappings or memory needs root or the right to
+    /// ptrace it.
+    ProcessNotPermitted {
+        /// The process.
+        pid: u32,
+    },
+    /// Mapping a perf ring buffer was refused (the locked-memory limit,
+    /// `perf_event_mlock_kb`).
+    RingNotPermitted {
+        /// The ring's size in KiB.
+        kib: usize,
+    },
+    /// Attaching a probe site failed: which file, probe and Location, and
+    /// why.
+    Attach(Box<AttachError>),
     /// A system call failed.
     Syscall {
         /// What was being done.
@@ -64,53 +79,6 @@ pub enum Error {
         bpf: BpfError,
         /// Why perf failed.
         perf: Box<Error>,
-    },
-    /// This kernel has no uprobe PMU (`/sys/bus/event_source/devices/uprobe`):
-    /// perf_event_open cannot attach uprobes.
-    NoUprobePmu,
-    /// The kernel refused a uprobe on the instruction at the site (ENOTSUPP:
-    /// such as a nop10 on a kernel that does not optimize nop10).
-    InstructionRefused {
-        /// `provider:name`.
-        probe: String,
-        /// The site's Location.
-        location: u64,
-        /// The file.
-        path: PathBuf,
-    },
-    /// [`AttachPoint::Next`](crate::AttachPoint::Next) on a site with no
-    /// long nop after its nop.
-    NoLongNop {
-        /// `provider:name`.
-        probe: String,
-        /// The site's Location.
-        location: u64,
-        /// Its layout.
-        layout: crate::SiteLayout,
-    },
-    /// [`AttachPoint::Next`](crate::AttachPoint::Next) on a `nop; nop10`
-    /// site, which kernels before the 7.3 series refuse.
-    Nop10Refused {
-        /// `provider:name`.
-        probe: String,
-        /// The site's Location.
-        location: u64,
-    },
-    /// A site outside every loaded segment of its file: it has no file
-    /// offset to attach to.
-    NotLoaded {
-        /// `provider:name`.
-        probe: String,
-        /// The site's Location.
-        location: u64,
-        /// The file.
-        path: PathBuf,
-    },
-    /// A semaphore at a file offset too large for the kernel's
-    /// `ref_ctr_offset` field.
-    SemaphoreOutOfRange {
-        /// `provider:name`.
-        probe: String,
     },
     /// A path the kernel cannot take: it contains a NUL byte.
     NulInPath {
@@ -196,35 +164,20 @@ impl fmt::Display for Error {
                 write!(f, "cannot parse probe arguments \"{text}\": {reason}")
             }
             Error::NoProcess(pid) => write!(f, "process {pid} does not exist or has exited"),
-            Error::NotPermitted(what) => f.write_str(what),
+            Error::ProcessNotPermitted { pid } => write!(
+                f,
+                "reading process {pid} needs root or the right to ptrace it"
+            ),
+            Error::RingNotPermitted { kib } => write!(
+                f,
+                "mapping a {kib} KiB perf ring buffer is not permitted (raise perf_event_mlock_kb or run as root)"
+            ),
+            Error::Attach(e) => e.fmt(f),
             Error::Syscall { what, source } => write!(f, "{what}: {}", source.io_error),
             Error::Bpf(e) => e.fmt(f),
             Error::BothEngines { bpf, perf } => {
                 write!(f, "{perf} (BPF was tried first: {bpf})")
             }
-            Error::NoUprobePmu => f.write_str("this kernel has no uprobe PMU for perf_event_open"),
-            Error::InstructionRefused { probe, location, path } => write!(
-                f,
-                "the kernel refuses a uprobe on the instruction of {probe} at {location:#x} in {}",
-                path.display()
-            ),
-            Error::NoLongNop { probe, location, layout } => write!(
-                f,
-                "probe {probe} at {location:#x} (layout {layout}) has no long nop after a nop, so it cannot be attached at Location + 1"
-            ),
-            Error::Nop10Refused { probe, location } => write!(
-                f,
-                "probe {probe} at {location:#x} is a nop;nop10 site, and this kernel refuses uprobes on nop10 (only the 7.3 series accepts them)"
-            ),
-            Error::NotLoaded { probe, location, path } => write!(
-                f,
-                "probe {probe} at {location:#x} is not in a loaded part of {}",
-                path.display()
-            ),
-            Error::SemaphoreOutOfRange { probe } => write!(
-                f,
-                "the semaphore of {probe} is at a file offset too large for the kernel's ref_ctr_offset"
-            ),
             Error::NulInPath { path } => {
                 write!(f, "the path {} contains a NUL byte", path.display())
             }
@@ -266,6 +219,162 @@ impl std::error::Error for Error {
             Error::Syscall { source, .. } => Some(source),
             Error::File { source, .. } => Some(source.as_ref()),
             Error::Bpf(e) | Error::BothEngines { bpf: e, .. } => Some(e),
+            Error::Attach(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl Error {
+    /// The process that does not exist (any more), when that is the
+    /// error: reading it, or attaching to it.
+    pub fn no_process(&self) -> Option<u32> {
+        match self {
+            Error::NoProcess(pid) => Some(*pid),
+            Error::Attach(e) => match e.cause {
+                AttachCause::NoProcess(pid) => Some(pid),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// What is wrong inside the file, for a message that names the file
+    /// already: the source of [`Error::File`], else the error itself.
+    pub fn without_path(&self) -> &Error {
+        match self {
+            Error::File { source, .. } => source.without_path(),
+            e => e,
+        }
+    }
+
+    /// Whether the file read is not an ELF file (alone, or named by
+    /// [`Error::File`]).
+    pub fn is_not_elf(&self) -> bool {
+        match self {
+            Error::NotElf => true,
+            Error::File { source, .. } => source.is_not_elf(),
+            _ => false,
+        }
+    }
+}
+
+/// Attaching one probe site failed.
+#[derive(Debug)]
+pub struct AttachError {
+    /// The file (empty from [`attach_delta`](crate::attach_delta), which is
+    /// given none).
+    pub path: PathBuf,
+    /// `provider:name`.
+    pub probe: String,
+    /// The site's Location.
+    pub location: u64,
+    /// Why.
+    pub cause: AttachCause,
+}
+
+impl AttachError {
+    /// The error for `site` of the file at `path`.
+    pub(crate) fn of(path: &std::path::Path, site: &crate::Site, cause: AttachCause) -> Error {
+        Error::Attach(Box::new(AttachError {
+            path: path.into(),
+            probe: site.probe(),
+            location: site.location,
+            cause,
+        }))
+    }
+}
+
+/// Why a site could not be attached.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AttachCause {
+    /// The site's check refused it: Location or its semaphore lies where no
+    /// `sys/sdt.h` site's can ([`Site::force`](crate::Site::force) attaches
+    /// it anyway).
+    SiteRefused(SiteRefusal),
+    /// Location lies outside every loaded segment of the file: it has no
+    /// file offset to attach to.
+    NotLoaded,
+    /// [`AttachPoint::Next`](crate::AttachPoint::Next) on a site with no
+    /// long nop after its nop.
+    NoLongNop {
+        /// The site's layout.
+        layout: SiteLayout,
+    },
+    /// [`AttachPoint::Next`](crate::AttachPoint::Next) on a `nop; nop10`
+    /// site, which kernels before the 7.3 series refuse.
+    Nop10Refused,
+    /// The kernel refused for lack of privilege (EACCES, EPERM).
+    NotPermitted,
+    /// The process does not exist (any more).
+    NoProcess(u32),
+    /// The file is gone (ENOENT).
+    NoFile,
+    /// This kernel has no uprobe PMU (`/sys/bus/event_source/devices/uprobe`):
+    /// perf_event_open cannot attach uprobes.
+    NoUprobePmu,
+    /// The semaphore's file offset is too large for the kernel's
+    /// `ref_ctr_offset` field (EOVERFLOW).
+    SemaphoreOutOfRange,
+    /// The kernel refused a uprobe on the instruction there (ENOTSUPP:
+    /// such as a nop10 on a kernel that does not optimize nop10).
+    InstructionRefused,
+    /// Another failure of the system call that attaches.
+    Syscall(SyscallError),
+}
+
+impl fmt::Display for AttachError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (probe, at, path) = (&self.probe, self.location, self.path.display());
+        let site = format!("{probe} at {at:#x} in {path}");
+        match &self.cause {
+            AttachCause::SiteRefused(why) => write!(
+                f,
+                "{path}: probe {probe} at {at:#x} refused: {why}"
+            ),
+            AttachCause::NotLoaded => {
+                write!(f, "probe {probe} at {at:#x} is not in a loaded part of {path}")
+            }
+            AttachCause::NoLongNop { layout } => write!(
+                f,
+                "probe {probe} at {at:#x} in {path} (layout {layout}) has no long nop after a nop, so it cannot be attached at Location + 1"
+            ),
+            AttachCause::Nop10Refused => write!(
+                f,
+                "probe {probe} at {at:#x} in {path} is a nop;nop10 site, and this kernel refuses uprobes on nop10 (only the 7.3 series accepts them)"
+            ),
+            AttachCause::NotPermitted => write!(
+                f,
+                "attaching uprobes is not permitted: run as root, or with CAP_PERFMON and CAP_SYS_ADMIN (attaching {site})"
+            ),
+            AttachCause::NoProcess(pid) => write!(
+                f,
+                "process {pid} does not exist or has exited (attaching {site})"
+            ),
+            AttachCause::NoFile => write!(f, "{path} does not exist (attaching {probe} at {at:#x})"),
+            AttachCause::NoUprobePmu => write!(
+                f,
+                "this kernel has no uprobe PMU for perf_event_open (attaching {site})"
+            ),
+            AttachCause::SemaphoreOutOfRange => write!(
+                f,
+                "the semaphore of {site} is at a file offset too large for the kernel's ref_ctr_offset"
+            ),
+            AttachCause::InstructionRefused => write!(
+                f,
+                "the kernel refuses a uprobe on the instruction of {site}"
+            ),
+            AttachCause::Syscall(e) => write!(f, "attaching a uprobe to {site}: {}", e.io_error),
+        }
+    }
+}
+
+impl std::error::Error for AttachError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.cause {
+            AttachCause::SiteRefused(why) => Some(why),
+            AttachCause::Syscall(e) => Some(e),
             _ => None,
         }
     }

@@ -12,7 +12,10 @@
 //!   the Base adjustment applied, file offsets, parsed [`Arg`]uments and the
 //!   [`SiteLayout`] found at Location; [`read_process`] does it for every ELF
 //!   object a process maps, with its load bias. Malformed input is an
-//!   [`Error`], never a panic.
+//!   [`Error`], never a panic. Each site is checked ([`SiteCheck`]): one
+//!   whose Location is not a known nop in the file's code, or whose
+//!   semaphore is not in its writable data, is refused by every engine
+//!   unless [forced](Site::force).
 //! - Attaching: a [`PerfCounter`] opens one uprobe perf event per site (per CPU for
 //!   [`Target::AllProcesses`]) at the [`AttachPoint`] chosen from
 //!   [`KernelFeatures`] and the fork self-test ([`fork_test`]), with the semaphore's file offset as `ref_ctr_offset`;
@@ -103,10 +106,11 @@ pub use elf::signature::{
     parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
     BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
+pub use elf::sites::{SiteCheck, SiteRefusal};
 pub use engine::bpf;
 pub use engine::perf::counter::{AttachedSite, PerfCounter};
 pub use engine::{attach_delta, AttachPoint, Counter, EngineChoice, Picked, Target};
-pub use error::Error;
+pub use error::{AttachCause, AttachError, Error};
 pub use escape::{escape, escape_name};
 pub use glob::glob_match;
 pub use ldso::shared_libraries;

@@ -61,9 +61,7 @@ pub fn process_alive(pid: u32) -> bool {
 fn proc_error(pid: u32, path: String, e: io::Error) -> Error {
     match e.kind() {
         io::ErrorKind::NotFound => Error::NoProcess(pid),
-        io::ErrorKind::PermissionDenied => Error::NotPermitted(format!(
-            "reading process {pid} needs root or the right to ptrace it"
-        )),
+        io::ErrorKind::PermissionDenied => Error::ProcessNotPermitted { pid },
         _ => Error::Io {
             path: path.into(),
             source: e,
@@ -115,7 +113,7 @@ pub fn read_process(pid: u32) -> Result<Vec<MappedObject>, Error> {
             }
             other => other,
         };
-        if matches!(probes, Err(Error::NotElf)) {
+        if probes.as_ref().is_err_and(Error::is_not_elf) {
             continue;
         }
         let bias = probes

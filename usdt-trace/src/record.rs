@@ -32,6 +32,7 @@ pub struct Recorder {
     strings: Vec<(String, usize)>,
     point: AttachPoint,
     kernel_fetch: bool,
+    force_sites: bool,
 }
 
 /// What a recorded command did.
@@ -56,6 +57,7 @@ impl Recorder {
             strings: vec![],
             point: AttachPoint::Auto,
             kernel_fetch: true,
+            force_sites: false,
         }
     }
 
@@ -95,12 +97,21 @@ impl Recorder {
         self
     }
 
+    /// Attaches the sites their check refuses too (see
+    /// [`Session::force_sites`]).
+    pub fn force_sites(mut self, force: bool) -> Recorder {
+        self.force_sites = force;
+        self
+    }
+
     /// Runs the command to its end (its output passes through) and returns
     /// its hits.
     pub fn run(&self) -> Result<Recording, Error> {
         let mut argv = vec![self.program.clone().into_os_string()];
         argv.extend(self.args.iter().cloned());
-        let mut session = Session::command(&argv)?.globs(&self.globs);
+        let mut session = Session::command(&argv)?
+            .globs(&self.globs)
+            .force_sites(self.force_sites);
         let mut sampler = Sampler::new(self.point)
             .per_cpu(true)
             .kernel_fetch(self.kernel_fetch);
@@ -131,7 +142,8 @@ impl Recorder {
             for tid in session.new_threads() {
                 for (path, sites) in session.matched() {
                     match sampler.attach(&path, sites, Target::Pid(tid)) {
-                        Err(Error::NoProcess(_)) | Ok(()) => {}
+                        Err(e) if e.no_process().is_some() => {}
+                        Ok(()) => {}
                         Err(e) => return Err(e),
                     }
                 }

@@ -11,8 +11,10 @@
 //!   again ([`Session::new_objects`]), threads started later by reading
 //!   `/proc/PID/task` ([`Session::new_threads`]).
 //! - What the session met but did not fail on (a file it could not read, a
-//!   malformed note it skipped) is kept as [`Notice`]s for the caller to
-//!   say.
+//!   malformed note it skipped, a site its check refused) is kept as
+//!   [`Notice`]s for the caller to say.
+//! - A site whose check refused it ([`Site::refused`]) is left out of the
+//!   objects, unless [`Session::force_sites`] asks for it.
 //! - A command not started when the session is dropped is killed and
 //!   reaped: an interrupted attach leaves nothing behind.
 
@@ -25,6 +27,8 @@ use std::time::{Duration, Instant};
 use crate::command::{resolve_program, PausedCommand};
 use crate::elf::arg::Machine;
 use crate::elf::note::{read_file_probes, ElfProbes, Site, SkippedNote};
+#[cfg(doc)]
+use crate::elf::sites::SiteCheck;
 use crate::engine::Target;
 use crate::glob::glob_match;
 use crate::ldso::shared_libraries;
@@ -47,6 +51,18 @@ pub enum Notice {
         path: PathBuf,
         /// The note.
         note: SkippedNote,
+    },
+    /// A site of `path` whose Location or semaphore lies where no
+    /// `sys/sdt.h` site's can ([`SiteCheck`]): not attached, or, with
+    /// [`Session::force_sites`], attached anyway (`forced`). Said only for
+    /// sites the globs match.
+    Refused {
+        /// The file (as the process maps it, or as given).
+        path: PathBuf,
+        /// The site.
+        site: Box<Site>,
+        /// Whether it is attached all the same.
+        forced: bool,
     },
     /// The probes of `path` could not be read: they are not attached.
     Unreadable {
@@ -95,6 +111,14 @@ pub struct Session {
     next_maps_poll: Instant,
     threads: BTreeSet<u32>,
     cancel: Option<fn() -> bool>,
+    force_sites: bool,
+    /// The refused sites held back from `objects`: the file to open, the
+    /// file as named, the site.
+    refused: Vec<(PathBuf, PathBuf, Site)>,
+    /// How many of `refused` were said already.
+    refused_said: usize,
+    /// The refused sites attached all the same, not said yet.
+    forced: Vec<(PathBuf, Site)>,
 }
 
 impl Session {
@@ -114,7 +138,7 @@ impl Session {
             child: None,
             started: false,
         });
-        let probes = read_file(&program)?;
+        let probes = read_file_probes(&program)?;
         session.add(program.clone(), probes);
         for lib in shared_libraries(&program) {
             match read_file_probes(&lib) {
@@ -135,7 +159,8 @@ impl Session {
                 Ok(probes) => {
                     session.notices.extend(skipped(&object.path, &probes));
                     session.machines.push(probes.machine);
-                    session.objects.push((object.open_path, probes.sites));
+                    let sites = session.hold_back(&object.open_path, &object.path, probes.sites);
+                    session.objects.push((object.open_path, sites));
                 }
                 Err(error) => session.notices.push(Notice::Unreadable {
                     path: object.path,
@@ -151,7 +176,7 @@ impl Session {
     pub fn binary(path: &Path) -> Result<Session, Error> {
         let path = absolute(path);
         let mut session = Session::new(Kind::Binary(path.clone()));
-        let probes = read_file(&path)?;
+        let probes = read_file_probes(&path)?;
         session.add(path, probes);
         Ok(session)
     }
@@ -167,13 +192,68 @@ impl Session {
             next_maps_poll: Instant::now(),
             threads: BTreeSet::new(),
             cancel: None,
+            force_sites: false,
+            refused: vec![],
+            refused_said: 0,
+            forced: vec![],
         }
     }
 
     fn add(&mut self, path: PathBuf, probes: ElfProbes) {
         self.notices.extend(skipped(&path, &probes));
         self.machines.push(probes.machine);
-        self.objects.push((path, probes.sites));
+        let sites = self.hold_back(&path, &path, probes.sites);
+        self.objects.push((path, sites));
+    }
+
+    /// The sites that pass their check, and with
+    /// [`Session::force_sites`] the refused ones too, forced; the others
+    /// are kept aside. Each refused site is said once (those the globs
+    /// match) by [`Session::take_notices`].
+    fn hold_back(&mut self, open_path: &Path, named: &Path, sites: Vec<Site>) -> Vec<Site> {
+        let mut kept = vec![];
+        for mut site in sites {
+            if site.refused().is_none() {
+                kept.push(site);
+            } else if self.force_sites {
+                site.force();
+                self.forced.push((named.to_path_buf(), site.clone()));
+                kept.push(site);
+            } else {
+                self.refused
+                    .push((open_path.to_path_buf(), named.to_path_buf(), site));
+            }
+        }
+        kept
+    }
+
+    /// Attaches sites whose check refused them all the same (see
+    /// [`SiteCheck`]): their Location need not be a nop in the file's code,
+    /// nor their semaphore in its writable data, and the kernel writes
+    /// there whatever it is. Off by default: such a site is left out, and
+    /// said as a [`Notice::Refused`].
+    pub fn force_sites(mut self, force: bool) -> Session {
+        self.force_sites = force;
+        if force {
+            for (open, named, mut site) in std::mem::take(&mut self.refused) {
+                site.force();
+                self.forced.push((named, site.clone()));
+                match self.objects.iter_mut().find(|(p, _)| *p == open) {
+                    Some((_, sites)) => sites.push(site),
+                    None => self.objects.push((open, vec![site])),
+                }
+            }
+            self.refused_said = 0;
+        }
+        self
+    }
+
+    /// The sites refused and left out, with the file each is in (as
+    /// named), the globs' or not.
+    pub fn refused(&self) -> impl Iterator<Item = (&Path, &Site)> {
+        self.refused
+            .iter()
+            .map(|(_, named, s)| (named.as_path(), s))
     }
 
     /// Only the probes (`provider:name`) that match one of `globs` (every
@@ -294,6 +374,26 @@ impl Session {
 
     /// What the session met and went on from, since the last call.
     pub fn take_notices(&mut self) -> Vec<Notice> {
+        let fresh: Vec<Notice> = self.refused[self.refused_said..]
+            .iter()
+            .filter(|(_, _, s)| self.wants(s))
+            .map(|(_, named, s)| Notice::Refused {
+                path: named.clone(),
+                site: Box::new(s.clone()),
+                forced: false,
+            })
+            .collect();
+        self.refused_said = self.refused.len();
+        self.notices.extend(fresh);
+        for (path, site) in std::mem::take(&mut self.forced) {
+            if self.wants(&site) {
+                self.notices.push(Notice::Refused {
+                    path,
+                    site: Box::new(site),
+                    forced: true,
+                });
+            }
+        }
         std::mem::take(&mut self.notices)
     }
 
@@ -343,7 +443,7 @@ impl Session {
             let open_path = PathBuf::from(format!("/proc/{pid}/root{}", m.path));
             let probes = match read_file_probes(&open_path) {
                 Ok(p) => p,
-                Err(Error::NotElf) => continue,
+                Err(e) if e.is_not_elf() => continue,
                 Err(Error::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::InvalidInput =>
                 {
@@ -359,6 +459,7 @@ impl Session {
             };
             self.notices.extend(skipped(Path::new(&m.path), &probes));
             let sites: Vec<Site> = probes.sites.into_iter().filter(|s| self.wants(s)).collect();
+            let sites = self.hold_back(&open_path, Path::new(&m.path), sites);
             if !sites.is_empty() {
                 self.machines.push(probes.machine);
                 self.objects.push((open_path.clone(), sites.clone()));
@@ -399,17 +500,6 @@ impl Drop for Session {
             }
         }
     }
-}
-
-/// The probes of a file, with errors that name it.
-fn read_file(path: &Path) -> Result<ElfProbes, Error> {
-    read_file_probes(path).map_err(|e| match e {
-        Error::Io { .. } => e,
-        e => Error::File {
-            path: path.into(),
-            source: Box::new(e),
-        },
-    })
 }
 
 fn skipped(path: &Path, probes: &ElfProbes) -> Vec<Notice> {

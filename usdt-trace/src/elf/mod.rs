@@ -2,10 +2,12 @@
 //! argument strings ([`arg`], with each machine's operand syntax in
 //! `operand`), the signature records of `#[usdt::provider]` probes
 //! (`.usdt.signatures`, [`signature`]), and the fork guard's marker
-//! (`.note.usdt`, [`forkguard`]).
+//! (`.note.usdt`, [`forkguard`]), and where a site may be attached
+//! ([`sites`]: Location in code on a nop, a semaphore in writable data).
 
 pub(crate) mod arg;
 pub(crate) mod forkguard;
 pub(crate) mod note;
 mod operand;
 pub(crate) mod signature;
+pub(crate) mod sites;

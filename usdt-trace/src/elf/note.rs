@@ -25,6 +25,8 @@ use object::read::ReadCache;
 use object::{Endianness, ReadRef};
 
 use crate::elf::arg::{parse_args, Arg, Machine, Operand};
+pub use crate::elf::sites::{layout_of, Segment};
+use crate::elf::sites::{SiteCheck, SiteRefusal};
 use crate::{Error, SiteLayout};
 
 type Header = elf::FileHeader64<Endianness>;
@@ -38,41 +40,6 @@ pub const MAX_NAME: usize = 255;
 /// How many bytes at Location [`Site::bytes`] holds at most: the longest
 /// site (usdt-runtime's `site` module defines the bytes of each layout).
 pub use usdt_runtime::site::SITE_BYTES;
-use usdt_runtime::site::{AARCH64_NOP, NOP, NOP5};
-
-/// The bytes a site of `layout` starts with.
-fn x86_64_bytes(layout: SiteLayout) -> &'static [u8] {
-    layout.x86_64_bytes().unwrap_or(&[])
-}
-
-/// Classifies the bytes found at a site's Location.
-///
-/// ```
-/// use usdt_trace::{layout_of, Machine, SiteLayout};
-/// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x44, 0, 0, 0xc3], Machine::X86_64), SiteLayout::NopNop5);
-/// let both = [0x90, 0x0f, 0x1f, 0x44, 0, 0, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0];
-/// assert_eq!(layout_of(&both, Machine::X86_64), SiteLayout::NopNop5Nop10);
-/// assert_eq!(layout_of(&[0x90, 0x0f, 0x1f, 0x40, 0], Machine::X86_64), SiteLayout::Nop);
-/// assert_eq!(layout_of(&[0x0f, 0x1f, 0x44, 0, 0], Machine::X86_64), SiteLayout::Nop5);
-/// assert_eq!(layout_of(&[], Machine::X86_64), SiteLayout::Other);
-/// ```
-pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
-    match machine {
-        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop5Nop10)) => {
-            SiteLayout::NopNop5Nop10
-        }
-        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop10)) => {
-            SiteLayout::NopNop10
-        }
-        Machine::X86_64 if bytes.starts_with(x86_64_bytes(SiteLayout::NopNop5)) => {
-            SiteLayout::NopNop5
-        }
-        Machine::X86_64 if bytes.starts_with(&NOP) => SiteLayout::Nop,
-        Machine::X86_64 if bytes.starts_with(&NOP5) => SiteLayout::Nop5,
-        Machine::Aarch64 if bytes.starts_with(&AARCH64_NOP) => SiteLayout::Nop,
-        _ => SiteLayout::Other,
-    }
-}
 
 /// One probe site: one `NT_STAPSDT` note.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +70,10 @@ pub struct Site {
     pub layout: SiteLayout,
     /// Up to [`SITE_BYTES`] bytes of the file at Location (empty if unreadable).
     pub bytes: Vec<u8>,
+    /// Whether Location and the semaphore lie where a `sys/sdt.h` site's
+    /// can ([`SiteCheck::of`]); a refused site is attached by no engine
+    /// unless [forced](Site::force).
+    pub check: SiteCheck,
 }
 
 impl Site {
@@ -128,24 +99,26 @@ impl Site {
             args: crate::parse_args(args, machine).unwrap(),
             layout: SiteLayout::Nop,
             bytes: vec![],
+            check: Default::default(),
         }
     }
-}
 
-/// A loadable segment, as needed to turn addresses into file offsets and
-/// mapped addresses back into link-time addresses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment {
-    /// `p_vaddr`.
-    pub vaddr: u64,
-    /// `p_offset`.
-    pub offset: u64,
-    /// `p_filesz`.
-    pub filesz: u64,
-    /// `p_memsz`.
-    pub memsz: u64,
-    /// `p_flags` (`PF_X` = 1, `PF_W` = 2, `PF_R` = 4).
-    pub flags: u32,
+    /// Why the site is not attached, unless it was forced.
+    pub fn refused(&self) -> Option<&SiteRefusal> {
+        match &self.check {
+            SiteCheck::Refused(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Attaches the site even though its check refused it: the kernel then
+    /// writes its breakpoint at Location, and adds to the semaphore,
+    /// wherever they are.
+    pub fn force(&mut self) {
+        if let SiteCheck::Refused(r) = &self.check {
+            self.check = SiteCheck::Forced(r.clone());
+        }
+    }
 }
 
 /// What the probe reader learned from one ELF file.
@@ -221,8 +194,20 @@ pub const MAX_READ: u64 = 64 << 20;
 /// one that starts with the ELF magic is read further, and then only the
 /// parts needed (headers, section names, the notes, a few bytes per site),
 /// each at most [`MAX_READ`] bytes: never the whole file.
+///
+/// An error names the file: [`Error::Io`], or [`Error::File`] around what
+/// is wrong with its contents.
 pub fn read_file_probes(path: impl AsRef<Path>) -> Result<ElfProbes, Error> {
-    read_probes_from(&Bounded::open(path.as_ref())?)
+    let path = path.as_ref();
+    Bounded::open(path)
+        .and_then(|file| read_probes_from(&file))
+        .map_err(|e| match e {
+            Error::Io { .. } | Error::File { .. } => e,
+            e => Error::File {
+                path: path.into(),
+                source: Box::new(e),
+            },
+        })
 }
 
 impl Bounded {
@@ -534,6 +519,13 @@ impl RawSite {
         let location_offset = probes.file_offset(location);
         let bytes =
             location_offset.map_or_else(Vec::new, |off| site_bytes(probes, location, off, data));
+        let check = SiteCheck::of(
+            probes.machine,
+            &probes.segments,
+            location,
+            &bytes,
+            semaphore,
+        );
         Site {
             provider: self.provider,
             name: self.name,
@@ -547,6 +539,7 @@ impl RawSite {
             args: self.args,
             layout: layout_of(&bytes, probes.machine),
             bytes,
+            check,
         }
     }
 }

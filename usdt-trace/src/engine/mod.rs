@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use crate::elf::arg::Arg;
 use crate::elf::note::Site;
+use crate::elf::sites::SiteCheck;
+use crate::error::{AttachCause, AttachError};
 use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 
 pub mod bpf;
@@ -168,10 +170,7 @@ pub fn attach_delta(
             if site.layout == SiteLayout::NopNop10
                 && features.uprobe_syscall != UprobeSyscall::OptimizesNop10 =>
         {
-            Err(Error::Nop10Refused {
-                probe: site.probe(),
-                location: site.location,
-            })
+            Err(refused(site, AttachCause::Nop10Refused))
         }
         // Both long nops: the one this kernel optimizes, else the nop5
         // (emulated since Linux 6.16).
@@ -179,12 +178,19 @@ pub fn attach_delta(
             Ok(features.optimized_offset(site.layout).unwrap_or(1))
         }
         AttachPoint::Next if site.layout.has_long_nop() => Ok(1),
-        AttachPoint::Next => Err(Error::NoLongNop {
-            probe: site.probe(),
-            location: site.location,
-            layout: site.layout,
-        }),
+        AttachPoint::Next => Err(refused(
+            site,
+            AttachCause::NoLongNop {
+                layout: site.layout,
+            },
+        )),
     }
+}
+
+/// An attach error of `site` before any file is opened: the path is
+/// unknown here ([`Uprobe::at`] names it).
+fn refused(site: &Site, cause: AttachCause) -> Error {
+    AttachError::of(Path::new(""), site, cause)
 }
 
 /// The features a tracer attaching at `point` uses: the fork verdict is
@@ -248,12 +254,23 @@ impl<'a> Uprobe<'a> {
         c_path: &'a CString,
         target: Target,
     ) -> Result<Uprobe<'a>, Error> {
-        let delta = tracer_delta(site, point, features, path, target)?;
-        let location = site.location_offset.ok_or_else(|| Error::NotLoaded {
-            probe: site.probe(),
-            location: site.location,
-            path: path.into(),
+        if let SiteCheck::Refused(why) = &site.check {
+            return Err(AttachError::of(
+                path,
+                site,
+                AttachCause::SiteRefused(why.clone()),
+            ));
+        }
+        let delta = tracer_delta(site, point, features, path, target).map_err(|e| match e {
+            Error::Attach(mut e) => {
+                e.path = path.into();
+                Error::Attach(e)
+            }
+            e => e,
         })?;
+        let location = site
+            .location_offset
+            .ok_or_else(|| AttachError::of(path, site, AttachCause::NotLoaded))?;
         Ok(Uprobe {
             path: c_path,
             offset: location + delta,
@@ -280,6 +297,7 @@ mod tests {
             args: vec![],
             layout,
             bytes: vec![],
+            check: Default::default(),
         }
     }
 

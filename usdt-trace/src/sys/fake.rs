@@ -32,7 +32,7 @@ pub(super) fn answer(call: &Syscall<'_>) -> Option<Result<i64, i32>> {
 mod tests {
     use super::*;
     use crate::engine::perf::counter::PerfCounter;
-    use crate::{AttachPoint, Error, KernelFeatures, Site, SiteLayout, Target};
+    use crate::{AttachCause, AttachPoint, Error, KernelFeatures, Site, SiteLayout, Target};
 
     fn site() -> Site {
         Site {
@@ -48,6 +48,7 @@ mod tests {
             args: vec![],
             layout: SiteLayout::NopNop5,
             bytes: vec![],
+            check: Default::default(),
         }
     }
 
@@ -72,30 +73,68 @@ mod tests {
         .unwrap_err()
     }
 
+    /// The cause of an attach error, checked to name the file, probe and
+    /// Location.
+    fn cause(e: Error) -> AttachCause {
+        match e {
+            Error::Attach(e) => {
+                assert_eq!(
+                    (e.path.to_str(), e.probe.as_str(), e.location),
+                    (Some("/bin/app"), "p:n", 0x1000)
+                );
+                e.cause
+            }
+            e => panic!("not an attach error: {e}"),
+        }
+    }
+
     #[test]
     fn each_refusal_of_the_kernel_is_its_own_error() {
+        let pid = Target::Pid(7);
         assert!(matches!(
-            refused(libc::EACCES, Target::Pid(7)),
-            Error::NotPermitted(_)
+            cause(refused(libc::EACCES, pid)),
+            AttachCause::NotPermitted
+        ));
+        let gone = refused(libc::ESRCH, pid);
+        assert_eq!(gone.no_process(), Some(7));
+        assert!(matches!(cause(gone), AttachCause::NoProcess(7)));
+        assert!(matches!(
+            cause(refused(524, pid)),
+            AttachCause::InstructionRefused
         ));
         assert!(matches!(
-            refused(libc::ESRCH, Target::Pid(7)),
-            Error::NoProcess(7)
+            cause(refused(libc::EOVERFLOW, pid)),
+            AttachCause::SemaphoreOutOfRange
         ));
-        assert!(matches!(
-            refused(524, Target::Pid(7)),
-            Error::InstructionRefused {
-                location: 0x1000,
-                ..
-            }
-        ));
-        match refused(libc::EIO, Target::AllProcesses) {
-            Error::Syscall { source, .. } => {
+        match cause(refused(libc::EIO, Target::AllProcesses)) {
+            AttachCause::Syscall(source) => {
                 assert_eq!(source.call, "perf_event_open");
                 assert_eq!(source.raw_os_error(), Some(libc::EIO));
             }
-            e => panic!("{e}"),
+            e => panic!("{e:?}"),
         }
+    }
+
+    #[test]
+    fn a_refused_site_reaches_no_system_call_unless_forced() {
+        let mut site = site();
+        site.check = crate::SiteCheck::Refused(crate::SiteRefusal::LocationNotExecutable);
+        let mut counter = PerfCounter::new(AttachPoint::Nop).with_features(features());
+        let e = with(
+            |call| panic!("no system call for a refused site: {call:?}"),
+            || counter.attach("/bin/app", [&site], Target::Pid(7)),
+        )
+        .unwrap_err();
+        assert!(matches!(
+            cause(e),
+            AttachCause::SiteRefused(crate::SiteRefusal::LocationNotExecutable)
+        ));
+        site.force();
+        let asked = with(
+            |call| matches!(call, Syscall::PerfEventOpen { .. }).then_some(Err(libc::EIO)),
+            || counter.attach("/bin/app", [&site], Target::Pid(7)),
+        );
+        assert!(matches!(cause(asked.unwrap_err()), AttachCause::Syscall(_)));
     }
 
     #[test]
@@ -148,7 +187,10 @@ mod tests {
                 Error::BothEngines { bpf, perf } => {
                     assert!(matches!(bpf, crate::bpf::BpfError::Unsupported));
                     assert!(
-                        matches!(*perf, Error::NotPermitted(_) | Error::NoUprobePmu),
+                        matches!(
+                            &*perf,
+                            Error::Attach(e) if matches!(e.cause, AttachCause::NotPermitted | AttachCause::NoUprobePmu)
+                        ),
                         "{perf}"
                     );
                 }

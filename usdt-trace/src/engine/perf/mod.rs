@@ -9,6 +9,7 @@ use std::path::Path;
 
 use crate::elf::note::Site;
 use crate::engine::{Target, Uprobe};
+use crate::error::{AttachCause, AttachError};
 use crate::sys::{self, SyscallError};
 use crate::{Error, KernelFeatures};
 
@@ -96,27 +97,19 @@ pub(crate) unsafe fn perf_event_open_in(
 
 /// The message for a failed `perf_event_open`.
 pub(crate) fn attach_error(e: SyscallError, path: &Path, site: &Site, target: Target) -> Error {
-    match e.raw_os_error() {
-        Some(libc::EACCES | libc::EPERM) => Error::NotPermitted(
-            "attaching uprobes is not permitted: run as root, or with CAP_PERFMON and CAP_SYS_ADMIN".into(),
-        ),
+    let cause = match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => AttachCause::NotPermitted,
         Some(libc::ESRCH) => match target {
-            Target::Pid(pid) => Error::NoProcess(pid),
-            Target::AllProcesses => Error::Syscall { what: "attaching a uprobe".into(), source: e },
+            Target::Pid(pid) => AttachCause::NoProcess(pid),
+            Target::AllProcesses => AttachCause::Syscall(e),
         },
-        Some(libc::ENOENT) => Error::Io { path: path.into(), source: e.io_error },
-        Some(libc::ENODEV) => Error::NoUprobePmu,
-        Some(libc::EOVERFLOW) => Error::SemaphoreOutOfRange { probe: site.probe() },
+        Some(libc::ENOENT) => AttachCause::NoFile,
+        Some(libc::ENODEV) => AttachCause::NoUprobePmu,
+        Some(libc::EOVERFLOW) => AttachCause::SemaphoreOutOfRange,
         // ENOTSUPP (the kernel's own 524): an instruction uprobes refuse, such
         // as a nop10 on a kernel that does not optimize nop10.
-        Some(524) => Error::InstructionRefused {
-            probe: site.probe(),
-            location: site.location,
-            path: path.into(),
-        },
-        _ => Error::Syscall {
-            what: format!("attaching a uprobe to {} at {:#x} in {}", site.probe(), site.location, path.display()),
-            source: e,
-        },
-    }
+        Some(524) => AttachCause::InstructionRefused,
+        _ => AttachCause::Syscall(e),
+    };
+    AttachError::of(path, site, cause)
 }

@@ -67,12 +67,13 @@ impl Ring {
         let len = (pages + 1) * page;
         let base =
             mem::map_shared(fd, len, libc::PROT_READ | libc::PROT_WRITE, 0).map_err(|source| {
-                let what = format!("mapping a {} KiB perf ring buffer", pages * page / 1024);
+                let kib = pages * page / 1024;
                 match source.raw_os_error() {
-                    Some(libc::EPERM) => Error::NotPermitted(format!(
-                        "{what} is not permitted (raise perf_event_mlock_kb or run as root)"
-                    )),
-                    _ => Error::Syscall { what, source },
+                    Some(libc::EPERM) => Error::RingNotPermitted { kib },
+                    _ => Error::Syscall {
+                        what: format!("mapping a {kib} KiB perf ring buffer"),
+                        source,
+                    },
                 }
             })?;
         // SAFETY: page 0 is the control page; these fields are u64 at fixed
