@@ -57,6 +57,11 @@
 //! # Ok::<(), usdt_trace::Error>(())
 //! ```
 #![warn(missing_docs)]
+// Nothing panics on input or on the system: a failure is an error value.
+// Here, at the library crates' roots, not as a workspace lint: tests,
+// examples and the tool packages may unwrap (and `#[cfg(test)]` code here
+// may too: clippy.toml).
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod aggregate;
 mod arch;
