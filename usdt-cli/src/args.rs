@@ -63,7 +63,8 @@ Examples:
     /// Count the hits of probes
     ///
     /// In a running process (-p), a command started with the uprobes in
-    /// place (-- COMMAND), or every process that runs a binary (--all). The
+    /// place (-- COMMAND; its own process only, not the processes it forks),
+    /// or every process that runs a binary (--all, forked ones too). The
     /// counts (`provider:name N`) are printed at the end (Ctrl-C, the end of
     /// the process or of --duration) and every --interval.
     #[command(after_help = "\
@@ -81,7 +82,8 @@ the kernel has it. $USDT_COUNT_ENGINE sets the default.")]
     /// `SECONDS PID/TID provider:name ARGS`: a #[usdt::provider] probe's
     /// arguments by name and type (id=1 path="/a"); --raw, and probes without
     /// a signature, show arg0=N... A running process (-p) or a command
-    /// started with the uprobes in place (-- COMMAND).
+    /// started with the uprobes in place (-- COMMAND; its own process only, not
+    /// the processes it forks).
     #[command(after_help = "\
 Examples:
   sudo usdt trace -p 4242
@@ -236,7 +238,9 @@ pub(crate) struct CountArgs {
     #[arg(value_name = "PROBE-GLOB")]
     pub(crate) globs: Vec<String>,
     /// The command to start with the uprobes in place (its program and the
-    /// shared libraries it loads are counted); usdt exits with its status.
+    /// shared libraries it loads are counted, in its own process only: not
+    /// in the processes it forks; --all BINARY counts those); usdt exits
+    /// with its status.
     #[arg(last = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,
 }
@@ -405,8 +409,9 @@ pub(crate) struct TraceArgs {
     /// The probes to trace (provider:name, with * and ?); none: every probe.
     #[arg(value_name = "PROBE-GLOB")]
     pub(crate) globs: Vec<String>,
-    /// The command to start with the uprobes in place; usdt exits with its
-    /// status.
+    /// The command to start with the uprobes in place (its own process
+    /// only: hits in the processes it forks are not traced); usdt exits
+    /// with its status.
     #[arg(last = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,
 }

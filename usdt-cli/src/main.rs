@@ -422,6 +422,8 @@ pub(crate) fn select(objects: &Objects, globs: &[String], what: &str) -> Result<
 /// Opens the session for `-p PID`, `--all BINARY` or the command, and
 /// says what it skipped.
 pub(crate) fn open_session(opts: &Opts) -> Result<Session, CliError> {
+    // Whatever engine this run uses: a killed `usdt`'s events go now.
+    usdt_trace::remove_stale_events();
     let session = match (opts.pid, &opts.all) {
         (Some(pid), _) => Session::process(pid),
         (None, Some(binary)) => Session::binary(binary),

@@ -1,9 +1,13 @@
-//! Signals are final (issue 23): SIGINT and SIGTERM end `trace`, `count`
-//! and `serve` within a second while their stdout is a full pipe nobody
-//! reads, and the probes are detached (the semaphore the kernel raised is 0
-//! again, no tracefs event of theirs is left). And no panic: `usdt
-//! features` and `usdt count -- PROGRAM` where no thread or process can be
-//! created (a pids cgroup at `pids.max` 1) end with a plain message.
+//! Signals are final (issue 23): SIGINT and SIGTERM end `trace`, `count`,
+//! `serve` and `hist` within a second while their stdout is a full pipe
+//! nobody reads, and the probes are detached (the semaphore the kernel
+//! raised is 0 again, no tracefs event of theirs is left). Nothing is left
+//! behind: no lock file after `trace`, and the events of a SIGKILLed `trace`
+//! are swept by the next `count`. No panic: `usdt features` and `usdt count
+//! -- PROGRAM` where no thread or process can be created (a pids cgroup at
+//! `pids.max` 1) end with a plain message. And the smaller defects: a
+//! command that is a directory, FIFO or device says so; `--help` says that
+//! the processes a command forks are not counted.
 //! Needs root (CI runs as root).
 
 use std::io::{BufRead, BufReader};
@@ -19,8 +23,9 @@ use usdt_trace::read_semaphore;
 
 const USDT: &str = env!("CARGO_BIN_EXE_usdt");
 
-/// A program firing `sig:tick` (with a semaphore) as long as a tracer is
-/// attached; `ticker N` fires it N times and exits.
+/// A program firing `sig:tick` (with a semaphore; its argument in memory,
+/// so that `trace --engine perf` defines a tracefs event) as long as a
+/// tracer is attached; `ticker N` fires it N times and exits.
 const TICKER: &str = r#"
 #define _SDT_HAS_SEMAPHORES 1
 #include <stdio.h>
@@ -41,8 +46,9 @@ int main(int argc, char **argv) {
     fflush(stdout);
     alarm(60);
     for (long i = 0;; i++) {
+        volatile long v = i;
         if (sig_tick_semaphore)
-            STAP_PROBE1(sig, tick, i);
+            STAP_PROBE1(sig, tick, v);
         if (i % 16 == 0)
             usleep(1000);
     }
@@ -167,7 +173,10 @@ fn ends_at_once(args: &[&str], sig: i32, settle: Duration) {
     let attached = wait_until(Duration::from_secs(60), || {
         ticker.semaphore() > 0 || usdt.try_wait().unwrap().is_some()
     });
-    assert!(attached && ticker.semaphore() > 0, "usdt {args:?} did not attach");
+    assert!(
+        attached && ticker.semaphore() > 0,
+        "usdt {args:?} did not attach"
+    );
     std::thread::sleep(settle);
     let usdt_pid = usdt.id();
     let sent = Instant::now();
@@ -179,9 +188,20 @@ fn ends_at_once(args: &[&str], sig: i32, settle: Duration) {
         took < Duration::from_secs(1),
         "usdt {args:?} took {took:?} to end after signal {sig}; stderr:\n{stderr}"
     );
-    assert_eq!(exit_code(status), 128 + sig, "usdt {args:?}; stderr:\n{stderr}");
-    assert_eq!(ticker.semaphore(), 0, "usdt {args:?} left its probes attached");
-    assert!(!has_events_of(usdt_pid), "usdt {args:?} left its tracefs events");
+    assert_eq!(
+        exit_code(status),
+        128 + sig,
+        "usdt {args:?}; stderr:\n{stderr}"
+    );
+    assert_eq!(
+        ticker.semaphore(),
+        0,
+        "usdt {args:?} left its probes attached"
+    );
+    assert!(
+        !has_events_of(usdt_pid),
+        "usdt {args:?} left its tracefs events"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
@@ -258,10 +278,7 @@ fn in_pids_cgroup(args: &[&str]) -> Option<(i32, String, String)> {
     std::fs::create_dir_all(&cgroup).unwrap();
     std::fs::write(cgroup.join("pids.max"), "1").unwrap();
     // The shell moves itself in, then becomes usdt.
-    let script = format!(
-        "echo $$ > {}/cgroup.procs && exec \"$@\"",
-        cgroup.display()
-    );
+    let script = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cgroup.display());
     let out = Command::new("sh")
         .args(["-c", &script, "sh", USDT])
         .args(args)
@@ -294,5 +311,105 @@ fn no_thread_or_process_is_no_panic() {
     let ticker = ticker();
     let (code, _, err) = in_pids_cgroup(&["count", "--", ticker.to_str().unwrap(), "5"]).unwrap();
     assert!(!err.contains("panicked") && code == 1, "{code}\n{err}");
-    assert!(err.starts_with("usdt: ") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.starts_with("usdt: ") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+/// The lock files of `usdt` process `pid`'s tracefs event group.
+fn lock_files_of(pid: u32) -> Vec<String> {
+    let prefix = format!("usdt_{pid}_");
+    std::fs::read_dir("/run/usdt/events")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(&prefix))
+        .collect()
+}
+
+#[test]
+fn trace_leaves_nothing_and_a_killed_ones_events_are_swept() {
+    let Some(_turn) = serial() else { return };
+    let ticker = Ticker::start();
+    let pid = ticker.pid.to_string();
+    let trace = |ticker: &Ticker| {
+        let usdt = Command::new(USDT)
+            .args(["trace", "--engine", "perf", "-p", &pid, "sig:tick"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let attached = wait_until(Duration::from_secs(60), || {
+            ticker.semaphore() > 0 && has_events_of(usdt.id())
+        });
+        assert!(attached, "trace did not attach");
+        assert_eq!(lock_files_of(usdt.id()).len(), 1);
+        usdt
+    };
+    // Ended by a signal: its event and its lock file are gone.
+    let mut usdt = trace(&ticker);
+    signal(usdt.id(), libc::SIGINT);
+    assert_eq!(exit_code(wait_deadline(&mut usdt, 20)), 130);
+    assert!(!has_events_of(usdt.id()));
+    assert_eq!(lock_files_of(usdt.id()), Vec::<String>::new());
+    // Killed: both stay, until the next `count` (BPF, which defines no
+    // events of its own) sweeps them.
+    let mut usdt = trace(&ticker);
+    signal(usdt.id(), libc::SIGKILL);
+    wait_deadline(&mut usdt, 20);
+    assert!(has_events_of(usdt.id()));
+    let out = Command::new(USDT)
+        .args(["count", "--engine", "bpf", "--duration", "0.2", "-p", &pid])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !has_events_of(usdt.id()),
+        "count left a killed trace's events"
+    );
+    assert_eq!(lock_files_of(usdt.id()), Vec::<String>::new());
+}
+
+#[test]
+fn a_command_that_is_no_program_says_what_it_is() {
+    let dir = target_tmp().join(format!("signals-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&fifo);
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for (path, what) in [
+        ("/dev/zero", "is a character device"),
+        (dir.to_str().unwrap(), "is a directory"),
+        (fifo.to_str().unwrap(), "is a FIFO"),
+        ("/nonexistent/program", "does not exist"),
+    ] {
+        let out = Command::new(USDT)
+            .args(["count", "--", path])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(path) && err.contains(what), "{path}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn help_says_forked_processes_are_not_counted() {
+    for command in ["count", "trace"] {
+        let out = Command::new(USDT)
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout).replace('\n', " ");
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            help.contains("not the processes it forks"),
+            "{command}: {help}"
+        );
+    }
 }

@@ -110,6 +110,7 @@ pub use elf::signature::{
 };
 pub use engine::bpf;
 pub use engine::perf::counter::{AttachedSite, PerfCounter};
+pub use engine::perf::tracefs::remove_stale_events;
 pub use engine::{attach_delta, AttachPoint, Counter, EngineChoice, Picked, Target};
 pub use error::Error;
 pub use escape::{escape, escape_name};
