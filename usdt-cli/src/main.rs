@@ -15,6 +15,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// `eprintln!` that never panics: a closed stderr loses the line, not the
+/// run (std's panics when the write fails). Defined before the modules,
+/// it stands in for std's in all of them.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod answers;
 mod args;
 mod closest;

@@ -413,3 +413,18 @@ fn help_says_forked_processes_are_not_counted() {
         );
     }
 }
+
+#[test]
+fn a_closed_stderr_is_no_panic() {
+    let Some(_turn) = serial() else { return };
+    let ticker = Ticker::start();
+    let (read, write) = full_pipe();
+    drop(read);
+    let out = Command::new(USDT)
+        .args(["count", "--duration", "0.2", "-p", &ticker.pid.to_string()])
+        .stderr(Stdio::from(write))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sig:tick "));
+}
