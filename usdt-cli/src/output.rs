@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How long output may still take after a signal.
-pub(crate) const GRACE: Duration = Duration::from_millis(300);
+pub(crate) const GRACE: Duration = Duration::from_millis(200);
 
 /// The signal that asked us to stop (0: none yet).
 static SIGNAL: AtomicI32 = AtomicI32::new(0);

@@ -238,9 +238,12 @@ impl<'o> Tracing<'o> {
             self.out.flush();
         }
         if interrupted().is_some() {
-            // Detach first, then print what the rings held.
+            // Detach first, then print what the rings held (not decoded
+            // when stdout took nothing more).
             let mut hits = vec![];
-            self.sampler.drain(|hit| hits.push(hit));
+            if !self.out.done() {
+                self.sampler.drain(|hit| hits.push(hit));
+            }
             let lost = Lost::of(&self.sampler);
             self.sampler.detach();
             crate::output::detached();
