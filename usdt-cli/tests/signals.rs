@@ -159,13 +159,39 @@ fn has_events_of(pid: u32) -> bool {
 /// it has attached (the semaphore is up) and `settle` more, sends `sig`,
 /// and checks that it ends within a second with 128 + `sig`, detached.
 fn ends_at_once(args: &[&str], sig: i32, settle: Duration) {
-    let ticker = Ticker::start();
     let (_read, write) = full_pipe();
+    ends_at_once_to(args, sig, settle, Stdio::from(write));
+}
+
+/// A terminal nobody reads: the slave side of a pseudo-terminal whose
+/// master (returned, to be held open) is never read.
+fn unread_terminal() -> (OwnedFd, OwnedFd) {
+    // SAFETY: posix_openpt, grantpt, unlockpt and ptsname_r on the fresh
+    // master; open of the NUL-terminated slave path.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(master >= 0);
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 64];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let slave = libc::open(
+            name.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        assert!(slave >= 0);
+        (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave))
+    }
+}
+
+/// [`ends_at_once`] with stdout `stdout`.
+fn ends_at_once_to(args: &[&str], sig: i32, settle: Duration, stdout: Stdio) {
+    let ticker = Ticker::start();
     let pid = ticker.pid.to_string();
     let mut usdt = Command::new(USDT)
         .args(args)
         .args(["-p", &pid])
-        .stdout(Stdio::from(write))
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -216,6 +242,20 @@ fn trace_ends_on_a_signal_with_a_full_pipe() {
                 Duration::from_secs(1),
             );
         }
+    }
+}
+
+#[test]
+fn trace_ends_on_a_signal_with_a_terminal_nobody_reads() {
+    let Some(_turn) = serial() else { return };
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let (_master, slave) = unread_terminal();
+        ends_at_once_to(
+            &["trace", "sig:tick"],
+            sig,
+            Duration::from_secs(1),
+            Stdio::from(slave),
+        );
     }
 }
 
