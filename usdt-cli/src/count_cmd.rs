@@ -56,7 +56,8 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
             "usdt: counting {matched} sites in every process of {what}; Ctrl-C prints the counts"
         ),
     }
-    let end = opts.duration.map(|d| Instant::now() + d);
+    // A duration past what the clock can count is no end at all.
+    let end = opts.duration.and_then(|d| Instant::now().checked_add(d));
     watch(&mut counting, opts.interval, |_| {
         let alive = match target {
             Target::Pid(pid) => process_alive(pid),

@@ -468,3 +468,20 @@ fn a_closed_stderr_is_no_panic() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("sig:tick "));
 }
+
+#[test]
+fn a_duration_past_the_clock_is_no_panic() {
+    let Some(_turn) = serial() else { return };
+    let ticker = ticker();
+    for command in [&["hist", "sig:tick", "arg0"][..], &["count", "sig:tick"]] {
+        let out = Command::new(USDT)
+            .args(command)
+            .args(["--duration", "1.5e19", "--"])
+            .arg(&ticker)
+            .arg("5")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{command:?}: {err}");
+    }
+}
