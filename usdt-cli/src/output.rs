@@ -172,6 +172,13 @@ impl Stdout {
             if timeout == 0 || (timeout > 0 && n == 0) {
                 return Err(abandon());
             }
+            if fds[1].revents != 0 && interrupted().is_none() {
+                // A byte not from our handler (a forked child's, before
+                // its exec): emptied, or every later wait would spin.
+                let mut buf = [0u8; 64];
+                // SAFETY: reads into a live buffer from the non-blocking pipe.
+                while unsafe { libc::read(stop, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+            }
         }
     }
 }
