@@ -140,6 +140,11 @@
 //! }
 //! ```
 #![warn(missing_docs)]
+// Nothing panics on input or on the system: a failure is an error value.
+// Here, at the library crates' roots, not as a workspace lint: tests,
+// examples and the tool packages may unwrap (and `#[cfg(test)]` code here
+// may too: clippy.toml).
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 /// Declares a provider: a module whose functions declare probes.
 ///

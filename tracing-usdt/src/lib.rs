@@ -56,6 +56,11 @@
 //! layer never filters: the others see exactly what they would see without it,
 //! and this layer's callbacks return after the semaphore check.
 #![warn(missing_docs)]
+// Nothing panics on input or on the system: a failure is an error value.
+// Here, at the library crates' roots, not as a workspace lint: tests,
+// examples and the tool packages may unwrap (and `#[cfg(test)]` code here
+// may too: clippy.toml).
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod alone;
 mod logfmt;

@@ -64,7 +64,8 @@ pub(crate) fn run(
     catch_signals();
     raise_fd_limit();
     let globs = agg.globs();
-    let end = duration.map(|d| Instant::now() + d);
+    // A duration past what the clock can count is no end at all.
+    let end = duration.and_then(|d| Instant::now().checked_add(d));
     let not_over = move || end.is_none_or(|end| Instant::now() < end);
     let mut session = open_session(place, &globs, force_sites)?;
     let name = match place {

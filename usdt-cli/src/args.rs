@@ -63,7 +63,8 @@ Examples:
     /// Count the hits of probes
     ///
     /// In a running process (-p), a command started with the uprobes in
-    /// place (-- COMMAND), or every process that runs a binary (--all). The
+    /// place (-- COMMAND; its own process only, not the processes it forks),
+    /// or every process that runs a binary (--all, forked ones too). The
     /// counts (`provider:name N`) are printed at the end (Ctrl-C, the end of
     /// the process or of --duration) and every --interval.
     #[command(after_help = "\
@@ -81,8 +82,9 @@ the kernel has it. $USDT_COUNT_ENGINE sets the default.")]
     /// `SECONDS PID/TID provider:name ARGS`: a #[usdt::provider] probe's
     /// arguments by name and type (id=1 path="/a"); --raw, and probes without
     /// a signature, show arg0=N... A running process (-p), a command
-    /// started with the uprobes in place (-- COMMAND), or every process
-    /// that runs a binary (--all).
+    /// started with the uprobes in place (-- COMMAND; its own process only,
+    /// not the processes it forks), or every process that runs a binary
+    /// (--all).
     #[command(after_help = "\
 Examples:
   sudo usdt trace -p 4242
@@ -211,7 +213,9 @@ pub(crate) struct TargetArgs {
     #[arg(long, value_name = "BINARY")]
     pub(crate) all: Option<PathBuf>,
     /// The command to start with the uprobes in place (its program and the
-    /// shared libraries it loads); usdt exits with its status.
+    /// shared libraries it loads, in its own process only: not in the
+    /// processes it forks, which --all BINARY covers); usdt exits with its
+    /// status.
     #[arg(last = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,
 }

@@ -73,7 +73,10 @@ pub(crate) fn count_by(args: CountArgs, arg: String) -> Result<i32, CliError> {
     };
     let counts = agg.counts()?;
     let h = agg.histogram()?;
-    let mut out = std::io::stdout().lock();
+    // Read, detach, then print.
+    c.agg = None;
+    crate::output::detached();
+    let mut out = std::io::BufWriter::new(crate::output::Stdout::new());
     let total: u64 = counts.iter().map(|(_, n)| n).sum();
     writeln!(
         out,

@@ -56,7 +56,8 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
             "usdt: counting {matched} sites in every process of {what}; Ctrl-C prints the counts"
         ),
     }
-    let end = opts.duration.map(|d| Instant::now() + d);
+    // A duration past what the clock can count is no end at all.
+    let end = opts.duration.and_then(|d| Instant::now().checked_add(d));
     watch(&mut counting, opts.interval, |_| {
         let alive = match target {
             Target::Pid(pid) => process_alive(pid),
@@ -171,24 +172,31 @@ fn watch(
         std::thread::sleep(Duration::from_millis(20));
         if let (Some(at), Some(i)) = (next, interval) {
             if Instant::now() >= at {
-                print_counts(counter)?;
-                writeln!(std::io::stdout()).map_err(write_error)?;
+                print_counts(counter.probe_counts()?, true)?;
                 next = Some(at + i);
             }
         }
     }
-    print_counts(counter)
+    // Read, detach, then print.
+    let counts = counter.probe_counts()?;
+    counter.parts.clear();
+    crate::output::detached();
+    print_counts(counts, false)
 }
 
-/// `provider:name count` per probe, names escaped.
-fn print_counts(counter: &Counting) -> Result<(), CliError> {
+/// `provider:name count` per probe, names escaped; `blank`: an empty line
+/// after them.
+fn print_counts(probe_counts: BTreeMap<String, u64>, blank: bool) -> Result<(), CliError> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    for (probe, n) in counter.probe_counts()? {
+    for (probe, n) in probe_counts {
         *counts.entry(escape_name(&probe).into_owned()).or_insert(0) += n;
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(crate::output::Stdout::new());
     for (probe, n) in counts {
         writeln!(out, "{probe} {n}").map_err(write_error)?;
+    }
+    if blank {
+        writeln!(out).map_err(write_error)?;
     }
     out.flush().map_err(write_error)
 }

@@ -1,8 +1,6 @@
 //! `usdt features`: what this kernel and machine can do, and where Auto
 //! attaches each site layout, as text or as one JSON object.
 
-use std::io::Write;
-
 use crate::args::FeaturesArgs;
 use crate::error::CliError;
 

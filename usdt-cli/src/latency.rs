@@ -177,7 +177,10 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
         );
     }
     let h = lat.histogram()?;
-    let mut out = std::io::stdout().lock();
+    // Read, detach, then print.
+    lat.agg = None;
+    crate::output::detached();
+    let mut out = std::io::BufWriter::new(crate::output::Stdout::new());
     if args.json {
         let v = json!({
             "start": lat.start,
@@ -353,7 +356,10 @@ pub(crate) fn hist(args: HistArgs) -> Result<i32, CliError> {
         return Ok(code);
     };
     let hist = agg.histogram()?;
-    let mut out = std::io::stdout().lock();
+    // Read, detach, then print.
+    h.agg = None;
+    crate::output::detached();
+    let mut out = std::io::BufWriter::new(crate::output::Stdout::new());
     if args.json {
         let v = json!({
             "probe": h.glob,

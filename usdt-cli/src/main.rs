@@ -2,12 +2,27 @@
 //! trace them with their arguments, write a bpftrace program that prints
 //! them, and say what the kernel can do for them.
 
+// Nothing panics on input or on the system: a failure is an error value.
+// Here, at the library crates' roots, not as a workspace lint: tests,
+// examples and the tool packages may unwrap (and `#[cfg(test)]` code here
+// may too: clippy.toml).
+#![warn(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
+
+/// `eprintln!` that never panics: a closed stderr loses the line, not the
+/// run (std's panics when the write fails). Defined before the modules,
+/// it stands in for std's in all of them.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
 
 mod answers;
 mod args;
@@ -17,6 +32,7 @@ mod count_cmd;
 mod count_engine;
 mod error;
 mod latency;
+mod output;
 mod serve;
 mod trace_cmd;
 mod typed;
@@ -25,6 +41,7 @@ use args::{Cli, Command, CountArgs, ListArgs, Place, TraceArgs};
 use closest::closest;
 use count_engine::Engine;
 use error::CliError;
+pub(crate) use output::{catch_signals, interrupted};
 
 use usdt_trace::{
     escape, escape_name, fork_safe, fork_test, glob_match, read_file_fork_guard, read_file_probes,
@@ -49,6 +66,10 @@ fn main() -> ExitCode {
     };
     let code = match run(cli.command) {
         Ok(code) => code,
+        // Output abandoned after a signal: the signal's status.
+        Err(CliError::Output(e)) if output::abandoned(&e) => {
+            128 + interrupted().unwrap_or(libc::SIGINT)
+        }
         Err(e) if e.is_broken_pipe() => BROKEN_PIPE,
         Err(e) => {
             // Names from binaries may be in the message: no raw control
@@ -67,10 +88,12 @@ fn write_error(source: std::io::Error) -> CliError {
     CliError::Output(source)
 }
 
-/// `println!` that returns an error instead of panicking when stdout is closed.
+/// `println!` that returns an error instead of panicking when stdout is
+/// closed, and gives up after a signal (`output::Stdout`).
 macro_rules! out {
     ($($arg:tt)*) => {
-        writeln!(std::io::stdout(), $($arg)*).map_err(crate::write_error)?
+        crate::output::write_stdout(format!("{}\n", format_args!($($arg)*)).as_bytes())
+            .map_err(crate::write_error)?
     };
 }
 
@@ -297,34 +320,6 @@ fn print_table(
     Ok(())
 }
 
-/// The signal that asked us to stop (0: none yet).
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    SIGNAL.store(sig, Ordering::Relaxed);
-}
-
-/// The signal (SIGINT, SIGTERM or SIGHUP) received so far, if any.
-pub(crate) fn interrupted() -> Option<i32> {
-    Some(SIGNAL.load(Ordering::Relaxed)).filter(|s| *s != 0)
-}
-
-/// Catches SIGINT, SIGTERM and SIGHUP from the first moment of `count` and
-/// `trace`: every path then detaches, removes its fetch events and ends
-/// what it started before exiting with 128 + the signal.
-pub(crate) fn catch_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction with a handler that only stores to an
-        // atomic (async-signal-safe) is a valid disposition.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as *const () as usize;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(sig, &action, std::ptr::null_mut());
-        }
-    }
-}
-
 /// Many threads times sites times CPUs is many descriptors: allow as many
 /// as the hard limit does.
 pub(crate) fn raise_fd_limit() {
@@ -475,6 +470,8 @@ pub(crate) fn open_session(
     globs: &[String],
     force_sites: bool,
 ) -> Result<Session, CliError> {
+    // Whatever engine this run uses: a killed `usdt`'s events go now.
+    usdt_trace::remove_stale_events();
     let session = match place {
         Place::Process(pid) => Session::process(*pid),
         Place::All(binary) => Session::binary(binary),

@@ -1,6 +1,6 @@
 //! `usdt trace`: one line per probe hit with its decoded arguments.
 
-use std::io::{BufWriter, Stdout, Write};
+use std::io::{BufWriter, Write};
 use std::time::Duration;
 
 use std::path::Path;
@@ -13,6 +13,7 @@ use usdt_trace::{
 use crate::args::TraceArgs;
 use crate::count_engine::{Engine, TRACE_ENGINE_ENV};
 use crate::error::CliError;
+use crate::output::Stdout;
 use crate::{
     catch_signals, finish_command, interrupted, matches, not_attached, open_session, print_notices,
     raise_fd_limit, select, session_name, typed, warn_next, Opts, BROKEN_PIPE,
@@ -56,10 +57,13 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
             tracing.follow(|_| Ok(true))?;
         }
     }
+    if let Some(sig) = interrupted() {
+        return Ok(128 + sig);
+    }
     if tracing.out.broken {
         return Ok(BROKEN_PIPE);
     }
-    Ok(interrupted().map_or(0, |sig| 128 + sig))
+    Ok(0)
 }
 
 /// The engine that samples: `--engine`, else `$USDT_TRACE_ENGINE`, else
@@ -255,10 +259,24 @@ impl<'o> Tracing<'o> {
             self.out.flush();
         }
         if interrupted().is_some() {
-            self.sampler.drain(|hit| self.out.hit(&hit));
+            // Detach first, then print what the rings held (not decoded
+            // when stdout took nothing more).
+            let mut hits = vec![];
+            if !self.out.done() {
+                self.sampler.drain(|hit| hits.push(hit));
+            }
+            let lost = Lost::of(&self.sampler);
+            self.sampler.detach();
+            crate::output::detached();
+            for hit in &hits {
+                self.out.hit(hit);
+            }
+            self.out.flush();
+            lost.report();
+            return Ok(());
         }
         self.out.flush();
-        report_lost(&self.sampler);
+        Lost::of(&self.sampler).report();
         Ok(())
     }
 }
@@ -330,14 +348,31 @@ fn trace_command(mut tracing: Tracing<'_>) -> Result<i32, CliError> {
     })
 }
 
-fn report_lost(sampler: &Sampler) {
-    let lost = sampler.lost();
-    if lost > 0 {
-        let per = if sampler.uses_bpf() { "" } else { " per CPU" };
-        eprintln!(
-            "usdt: {lost} samples were lost because the ring buffer ({} KiB{per}) was full",
-            sampler.ring_bytes() / 1024
-        );
+/// What a sampler lost, read before it detaches.
+struct Lost {
+    lost: u64,
+    bpf: bool,
+    ring_bytes: u64,
+}
+
+impl Lost {
+    fn of(sampler: &Sampler) -> Lost {
+        Lost {
+            lost: sampler.lost(),
+            bpf: sampler.uses_bpf(),
+            ring_bytes: sampler.ring_bytes(),
+        }
+    }
+
+    fn report(&self) {
+        if self.lost > 0 {
+            let per = if self.bpf { "" } else { " per CPU" };
+            eprintln!(
+                "usdt: {} samples were lost because the ring buffer ({} KiB{per}) was full",
+                self.lost,
+                self.ring_bytes / 1024
+            );
+        }
     }
 }
 
@@ -357,7 +392,7 @@ struct Output {
 impl Output {
     fn new(opts: &Opts, sigs: Signatures) -> Output {
         Output {
-            out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
+            out: BufWriter::with_capacity(1 << 16, Stdout::new()),
             json: opts.json,
             limit: opts.limit,
             printed: 0,

@@ -126,6 +126,7 @@ pub(crate) fn bpftrace(args: BpftraceArgs) -> Result<i32, CliError> {
     let objects = vec![(path.clone(), probes.sites)];
     crate::select_in(&objects, &globs, &path.display().to_string())?;
     let sigs = signatures([path.as_path()]);
-    print!("{}", bpftrace_program(&path, &objects[0].1, &sigs, &globs));
+    let program = bpftrace_program(&path, &objects[0].1, &sigs, &globs);
+    crate::output::write_stdout(program.as_bytes()).map_err(crate::write_error)?;
     Ok(0)
 }

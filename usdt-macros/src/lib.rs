@@ -14,6 +14,12 @@
 //! `derive` implements `ProbeArg` for one-field structs, and `fallback` the
 //! skeleton emitted beside errors.
 
+// Nothing panics on input or on the system: a failure is an error value.
+// Here, at the library crates' roots, not as a workspace lint: tests,
+// examples and the tool packages may unwrap (and `#[cfg(test)]` code here
+// may too: clippy.toml).
+#![warn(clippy::unwrap_used, clippy::expect_used)]
+
 mod adhoc;
 mod ast;
 mod derive;

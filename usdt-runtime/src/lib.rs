@@ -7,6 +7,11 @@
 //! ([`forkguard`]).
 #![no_std]
 #![warn(missing_docs)]
+// Nothing panics on input or on the system: a failure is an error value.
+// Here, at the library crates' roots, not as a workspace lint: tests,
+// examples and the tool packages may unwrap (and `#[cfg(test)]` code here
+// may too: clippy.toml).
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 extern crate alloc;
 

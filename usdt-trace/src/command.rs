@@ -48,13 +48,12 @@ impl ExitStatus {
 /// else is searched in `PATH`.
 pub fn resolve_program(name: &Path) -> Result<PathBuf, Error> {
     if name.as_os_str().as_bytes().contains(&b'/') {
-        return if name.is_file() {
-            Ok(name.into())
-        } else {
-            Err(Error::Io {
+        return match not_a_program(name) {
+            None => Ok(name.into()),
+            Some(source) => Err(Error::Io {
                 path: name.into(),
-                source: std::io::ErrorKind::NotFound.into(),
-            })
+                source,
+            }),
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
@@ -64,6 +63,34 @@ pub fn resolve_program(name: &Path) -> Result<PathBuf, Error> {
         .ok_or_else(|| Error::ProgramNotFound {
             program: name.into(),
         })
+}
+
+/// Why the file at `path` cannot be run as a program: it does not exist,
+/// or what it is instead of a regular file; `None` for a regular file.
+fn not_a_program(path: &Path) -> Option<std::io::Error> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => return None,
+        Ok(m) => m.file_type(),
+        Err(e) => return Some(e),
+    };
+    let what = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "something other than a regular file"
+    };
+    Some(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("it is {what}, not a program"),
+    ))
 }
 
 impl PausedCommand {

@@ -60,6 +60,11 @@
 //! # Ok::<(), usdt_trace::Error>(())
 //! ```
 #![warn(missing_docs)]
+// Nothing panics on input or on the system: a failure is an error value.
+// Here, at the library crates' roots, not as a workspace lint: tests,
+// examples and the tool packages may unwrap (and `#[cfg(test)]` code here
+// may too: clippy.toml).
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod aggregate;
 mod arch;
@@ -109,6 +114,7 @@ pub use elf::signature::{
 pub use elf::sites::{SiteCheck, SiteRefusal};
 pub use engine::bpf;
 pub use engine::perf::counter::{AttachedSite, PerfCounter};
+pub use engine::perf::tracefs::remove_stale_events;
 pub use engine::{attach_delta, AttachPoint, Counter, EngineChoice, Picked, Target};
 pub use error::{AttachCause, AttachError, Error};
 pub use escape::{escape, escape_name};

@@ -28,7 +28,9 @@ impl<'a> TypedArgs<'a> {
     /// sampler read at the hit ([`Sampler::bytes_arg`](crate::Sampler::bytes_arg),
     /// the first [`BYTES_FETCH`](crate::BYTES_FETCH)), cut to its length;
     /// otherwise they are read from the process now, after the hit (they
-    /// may have changed, or be gone: then they show as `<unreadable 0x..>`).
+    /// may have changed, or be gone: then they show as `<unreadable 0x..>`;
+    /// so does a null pointer, which no `&str`, `&CStr` or `&[u8]` is: a
+    /// record that does not match its site).
     pub fn new(sig: &'a Signature, hit: &'a Hit) -> TypedArgs<'a> {
         let indices = sig.operand_indices();
         let bytes = sig
@@ -178,10 +180,6 @@ fn push_text(out: &mut String, kind: Kind, v: &Value) {
             }
             return;
         }
-        Value::Unreadable(0) => {
-            out.push_str("null");
-            return;
-        }
         other => {
             let _ = write!(out, "{other}");
             return;
@@ -238,7 +236,10 @@ mod tests {
         assert_eq!(text(Kind::F64, Value::Int(0xc000_0000_0000_0000)), "-2");
         assert_eq!(text(Kind::Pointer, Value::Int(0x7ffd)), "0x7ffd");
         assert_eq!(text(Kind::Duration, Value::Int(5)), "5ns");
-        assert_eq!(text(Kind::Str, Value::Unreadable(0)), "null");
+        // A null pointer is no exception: `&str`, `&CStr` and `&[u8]` are
+        // never null, so 0 is an address that cannot be read, as 1 is.
+        assert_eq!(text(Kind::Str, Value::Unreadable(0)), "<unreadable 0x0>");
+        assert_eq!(text(Kind::Str, Value::Unreadable(1)), "<unreadable 0x1>");
         assert_eq!(text(Kind::Str, Value::from("a\"é\n")), "\"a\\\"é\\n\"");
         let bytes = Value::Str {
             bytes: vec![0xff; 3],

@@ -447,6 +447,15 @@ impl Sampler {
         ready
     }
 
+    /// Detaches every uprobe now (the kernel lowers the semaphores before
+    /// this returns), keeping the count [`Sampler::lost`] reports. Hits
+    /// still in the rings are gone: [`Sampler::drain`] first.
+    pub fn detach(&mut self) {
+        self.unsampled = self.lost();
+        self.engine = None;
+        self.attached.clear();
+    }
+
     /// The size in bytes of each ring buffer's data area.
     pub fn ring_bytes(&self) -> u64 {
         self.engine.as_ref().map_or(0, |e| e.ring_bytes())

@@ -151,7 +151,7 @@ pub(crate) struct Maps {
 /// The program for `variants` (site cookie `i` is `variants[i]`).
 /// Registers: r6 the context, r7 the `stats` value, r8 the argument, r9
 /// the time.
-pub(crate) fn aggregate_program(maps: &Maps, variants: &[Variant]) -> Vec<Insn> {
+pub(crate) fn aggregate_program(maps: &Maps, variants: &[Variant]) -> Result<Vec<Insn>, String> {
     let mut a = Asm::default();
     let done = a.label();
     let unreadable = a.label();
@@ -471,7 +471,7 @@ mod tests {
             variant(Role::Count, reg, true),
             variant(Role::Count, Source::Immediate(3), false),
         ];
-        let p = aggregate_program(&MAPS, &all);
+        let p = aggregate_program(&MAPS, &all).unwrap();
         assert_eq!(p.last(), Some(&exit()));
         assert!(p.len() < 4096, "{} instructions", p.len());
     }

@@ -150,7 +150,11 @@ impl Aggregator {
             starts: fd(&self.starts),
             values: fd(&self.values),
         };
-        let prog = load_program(&aggregate_program(&maps, &variants), "usdt_aggregate")?;
+        let insns = aggregate_program(&maps, &variants).map_err(|log| BpfError::Verifier {
+            program: "usdt_aggregate".into(),
+            log,
+        })?;
+        let prog = load_program(&insns, "usdt_aggregate")?;
         let link = link_sites(prog.as_fd(), path, &triples, target)?;
         self.links.push(Link {
             _link: link,

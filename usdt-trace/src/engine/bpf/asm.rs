@@ -266,16 +266,22 @@ impl Asm {
         self.insns.push(insn(BPF_JMP | BPF_JA, R0, R0, 0, 0));
     }
 
-    /// The instructions, every jump resolved. Panics on a label never bound
-    /// or a jump too far for its 16-bit offset: mistakes of this crate's
-    /// program writers, found by their tests.
-    pub(crate) fn finish(mut self) -> Vec<Insn> {
+    /// The instructions, every jump resolved. An error on a label never
+    /// bound or a jump too far for its 16-bit offset: mistakes of this
+    /// crate's program writers, found by their tests.
+    pub(crate) fn finish(mut self) -> Result<Vec<Insn>, String> {
         for (at, label) in std::mem::take(&mut self.jumps) {
-            let to = self.labels[label.0].expect("a jump to a label never bound");
-            let off = i16::try_from(to as i64 - at as i64 - 1).expect("a jump within 32K");
-            self.insns[at].off = off;
+            let Some(to) = self.labels.get(label.0).copied().flatten() else {
+                return Err(format!("instruction {at} jumps to a label never bound"));
+            };
+            let Ok(off) = i16::try_from(to as i64 - at as i64 - 1) else {
+                return Err(format!("instruction {at} jumps beyond 32K instructions"));
+            };
+            if let Some(insn) = self.insns.get_mut(at) {
+                insn.off = off;
+            }
         }
-        self.insns
+        Ok(self.insns)
     }
 }
 
@@ -349,7 +355,7 @@ mod tests {
         a.push([mov64_imm(R0, 2)]); // 3
         a.bind(end);
         a.push([exit()]); // 4
-        let p = a.finish();
+        let p = a.finish().unwrap();
         assert_eq!(bytes(p[0]), [0x25, 0x01, 3, 0, 20, 0, 0, 0]);
         assert_eq!(bytes(p[2]), [0x05, 0, 1, 0, 0, 0, 0, 0]);
         let mut a = Asm::default();
@@ -357,6 +363,9 @@ mod tests {
         a.jump_if_reg(R1, Cmp::Ge, R9, end);
         a.bind(end);
         a.push([exit()]);
-        assert_eq!(bytes(a.finish()[0]), [0x3d, 0x91, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            bytes(a.finish().unwrap()[0]),
+            [0x3d, 0x91, 0, 0, 0, 0, 0, 0]
+        );
     }
 }

@@ -193,7 +193,11 @@ pub(crate) struct Maps {
 /// The sampling program for sites whose cookies start at `first_cookie`,
 /// writing records of `layout`. Registers: r6 the context (`struct pt_regs
 /// *`), r7 the record, r8 the site's descriptor row, r9 the cookie.
-pub(crate) fn sampling_program(maps: &Maps, first_cookie: u64, layout: Layout) -> Vec<Insn> {
+pub(crate) fn sampling_program(
+    maps: &Maps,
+    first_cookie: u64,
+    layout: Layout,
+) -> Result<Vec<Insn>, String> {
     let size = layout.size() as i32;
     let mut a = Asm::default();
     let submit = a.label();
@@ -472,10 +476,12 @@ impl BpfSampling {
             lost: self.lost.as_raw_fd(),
             descriptors: descriptors.as_raw_fd(),
         };
-        let prog = load_program(
-            &sampling_program(&maps, first.cookie, layout),
-            "usdt_sample",
-        )?;
+        let insns =
+            sampling_program(&maps, first.cookie, layout).map_err(|log| BpfError::Verifier {
+                program: "usdt_sample".into(),
+                log,
+            })?;
+        let prog = load_program(&insns, "usdt_sample")?;
         let triples: Vec<(u64, u64, u64)> = sites
             .iter()
             .map(|s| (s.offset, s.ref_ctr_offset.unwrap_or(0), s.cookie))
@@ -610,7 +616,7 @@ mod tests {
             descriptors: 5,
         };
         for (slots, derefs) in [(0, 0), (3, 0), (1, 1), (ARGS, ARGS)] {
-            let p = sampling_program(&maps, 7, Layout { slots, derefs });
+            let p = sampling_program(&maps, 7, Layout { slots, derefs }).unwrap();
             assert_eq!(p.last(), Some(&exit()));
             assert!(p.len() < 4096, "{} instructions", p.len());
         }

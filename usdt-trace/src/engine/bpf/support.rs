@@ -82,11 +82,21 @@ fn ask_the_kernel() -> UprobeMulti {
     // filters by thread accepts it.
     let (tid_tx, tid_rx) = mpsc::channel();
     let (done_tx, done_rx) = mpsc::channel::<()>();
-    let thread = std::thread::spawn(move || {
+    // A process allowed no more threads (a pids cgroup at its limit) cannot
+    // be asked: the answer is unknown, not a panic.
+    let spawned = std::thread::Builder::new().spawn(move || {
         // SAFETY: gettid has no preconditions.
         let _ = tid_tx.send(unsafe { libc::gettid() } as u32);
         let _ = done_rx.recv();
     });
+    let thread = match spawned {
+        Ok(thread) => thread,
+        Err(e) => {
+            return UprobeMulti::Unknown(format!(
+                "asking what a pid filter covers: cannot start a thread: {e}"
+            ))
+        }
+    };
     let support = match tid_rx.recv() {
         Ok(tid) => match link(&prog, c"/proc/self/exe", tid) {
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => UprobeMulti::Process,

@@ -21,9 +21,11 @@
 //!
 //! Each process's events form one group, `usdt_PID_RANDOM`, owned by a lock
 //! file `/run/usdt/events/GROUP.lock` that the process holds locked
-//! (`flock`) as long as it lives. A group is stale only when its lock file
-//! exists and nobody holds it: never judged by whether a pid is visible,
-//! which inside a PID namespace says nothing about another tracer's events.
+//! (`flock`) while it has events; it unlinks the file, still holding the
+//! lock, when its last event is removed. A group is stale only when its lock
+//! file exists and nobody holds it: never judged by whether a pid is
+//! visible, which inside a PID namespace says nothing about another
+//! tracer's events.
 //!
 //! A path tracefs cannot take as written (whitespace, non-UTF-8) is given
 //! as `/proc/self/fd/N` of the file opened for the moment: the kernel
@@ -33,7 +35,7 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// Where the lock files of event groups are.
 pub(crate) const LOCK_DIR: &str = "/run/usdt/events";
@@ -52,6 +54,9 @@ pub(crate) struct Field {
 /// A fetch event (a uprobe event with fetch arguments), removed on drop.
 #[derive(Debug)]
 pub(crate) struct FetchEvent {
+    /// Declared first, dropped last: the group stays locked until the
+    /// event is removed (by `Drop`).
+    _owned: Owned,
     root: PathBuf,
     group: String,
     name: String,
@@ -154,6 +159,8 @@ impl FetchEvent {
         remove_stale(&root);
         let fetches = definition(args, strings, bytes, (addr, offset))?;
         let group = group().to_string();
+        // Locked from before the event exists until after it is removed.
+        let owned = Owned::take();
         let name = format!("e{}", NEXT.fetch_add(1, Ordering::Relaxed));
         // Held open until the definition is written.
         let (path, _file) = tracefs_path(path)?;
@@ -164,6 +171,7 @@ impl FetchEvent {
         let line = format!("p:{group}/{name} {place} {}\n", fetches.join(" "));
         append(&root, &line).ok()?;
         let mut event = FetchEvent {
+            _owned: owned,
             root,
             group,
             name,
@@ -229,16 +237,50 @@ fn tracefs_path(path: &Path) -> Option<(String, Option<std::fs::File>)> {
     }
 }
 
-/// This process's event group, `usdt_PID_RANDOM`; its lock file is created
-/// and locked on first use and held until the process ends.
+/// This process's event group, `usdt_PID_RANDOM` (its lock file is held
+/// while an [`Owned`] lives).
 fn group() -> &'static str {
-    static GROUP: OnceLock<(String, Option<OwnedFd>)> = OnceLock::new();
-    let (name, _lock) = GROUP.get_or_init(|| {
-        let name = format!("usdt_{}_{:016x}", std::process::id(), random());
-        let lock = lock_file(&name);
-        (name, lock)
-    });
-    name
+    static GROUP: OnceLock<String> = OnceLock::new();
+    GROUP.get_or_init(|| format!("usdt_{}_{:016x}", std::process::id(), random()))
+}
+
+/// The group's lock: its descriptor and how many events hold it.
+static OWNER: Mutex<(Option<OwnedFd>, usize)> = Mutex::new((None, 0));
+
+/// A hold on this process's group lock file: the first creates and locks
+/// it, the last unlinks it (still locked, so that nobody takes the group
+/// for stale in between) and closes it.
+#[derive(Debug)]
+struct Owned(());
+
+impl Owned {
+    /// Without the right to create the lock file, the events are made all
+    /// the same (and never judged stale by another `usdt`).
+    fn take() -> Owned {
+        let mut owner = OWNER.lock().unwrap_or_else(|e| e.into_inner());
+        if owner.0.is_none() {
+            owner.0 = lock_file(group());
+        }
+        owner.1 += 1;
+        Owned(())
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        let mut owner = OWNER.lock().unwrap_or_else(|e| e.into_inner());
+        owner.1 = owner.1.saturating_sub(1);
+        if owner.1 == 0 {
+            if let Some(fd) = owner.0.take() {
+                let _ = std::fs::remove_file(lock_path(group()));
+                drop(fd);
+            }
+        }
+    }
+}
+
+fn lock_path(group: &str) -> PathBuf {
+    Path::new(LOCK_DIR).join(format!("{group}.lock"))
 }
 
 /// 64 random bits (`getrandom`), or the time if that fails.
@@ -265,7 +307,7 @@ fn lock_file(group: &str) -> Option<OwnedFd> {
         .write(true)
         .create(true)
         .truncate(false)
-        .open(Path::new(LOCK_DIR).join(format!("{group}.lock")))
+        .open(lock_path(group))
         .ok()?;
     // SAFETY: flock on an open descriptor.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -275,19 +317,25 @@ fn lock_file(group: &str) -> Option<OwnedFd> {
 }
 
 /// Locks the lock file of `group` if nobody holds it: the group is stale.
-/// The lock is released when the returned file is dropped.
+/// The lock is released when the returned file is dropped. A file its
+/// owner unlinked (or replaced) between our open and our lock is not stale.
 fn take_stale(group: &str) -> Option<std::fs::File> {
-    let path = Path::new(LOCK_DIR).join(format!("{group}.lock"));
-    let file = std::fs::OpenOptions::new().write(true).open(path).ok()?;
+    use std::os::unix::fs::MetadataExt;
+    let path = lock_path(group);
+    let file = std::fs::OpenOptions::new().write(true).open(&path).ok()?;
     // SAFETY: flock on an open descriptor.
     let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    locked.then_some(file)
+    let (held, named) = (file.metadata().ok()?, std::fs::metadata(&path).ok()?);
+    let same = (held.dev(), held.ino()) == (named.dev(), named.ino());
+    (locked && same).then_some(file)
 }
 
-/// Removes stale events (see [`remove_stale`]) where tracefs is mounted:
-/// for tracers that define none of their own, so that every `usdt` run
-/// cleans up after a killed one.
-pub(crate) fn remove_stale_events() {
+/// Removes the tracefs uprobe events that `usdt` processes killed before
+/// they could remove them left behind (their lock file in
+/// `/run/usdt/events` exists and nobody holds it), once per process, where
+/// tracefs is mounted. Every tracer calls it, whether or not it defines
+/// events of its own, so that any `usdt` run cleans up after a killed one.
+pub fn remove_stale_events() {
     if let Some(root) = root() {
         remove_stale(&root);
     }
@@ -334,7 +382,7 @@ fn remove_stale(root: &Path) {
             for event in events {
                 let _ = append(root, &format!("-:{event}\n"));
             }
-            let _ = std::fs::remove_file(Path::new(LOCK_DIR).join(format!("{group}.lock")));
+            let _ = std::fs::remove_file(lock_path(&group));
         }
     });
 }

@@ -1,0 +1,220 @@
+//! Signals that end a run whatever stdout is doing.
+//!
+//! SIGINT, SIGTERM and SIGHUP set a flag and write a byte to a pipe (the
+//! stop pipe, never read). Every write to stdout goes through [`Stdout`]:
+//! on a file it writes as `std::io::Stdout` would; on anything that can
+//! block (a pipe, a socket, a terminal) it first waits, with `poll`, until
+//! stdout takes data *or* the stop pipe is readable, then writes at most
+//! `PIPE_BUF` bytes (which a pipe with room takes without blocking). The
+//! handlers are installed without `SA_RESTART`, so a write that blocks all
+//! the same (another writer filled the pipe in between) returns `EINTR`.
+//!
+//! After a signal, while the probes are still attached, only what stdout
+//! takes at once is written; once the command has detached ([`detached`]),
+//! what stdout takes within [`GRACE`] (a terminal, a reader that reads).
+//! A write that would block past that is abandoned with an error,
+//! [`abandoned`] says so, and the run ends with 128 + the signal.
+
+use std::io::{self, Write};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How long output may still take after a signal.
+pub(crate) const GRACE: Duration = Duration::from_millis(200);
+
+/// The signal that asked us to stop (0: none yet).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// When output ends, once every probe is detached after a signal.
+static DEADLINE: OnceLock<Instant> = OnceLock::new();
+/// The stop pipe's write end (-1: none).
+static STOP_WRITE: AtomicI32 = AtomicI32::new(-1);
+/// The stop pipe's read end (-1: none).
+static STOP_READ: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::Relaxed);
+    let fd = STOP_WRITE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: errno is saved and restored around write(2), which is
+        // async-signal-safe; the pipe is non-blocking, the byte lives on
+        // the stack.
+        unsafe {
+            let errno = *libc::__errno_location();
+            let byte = 1u8;
+            let _ = libc::write(fd, (&byte as *const u8).cast(), 1);
+            *libc::__errno_location() = errno;
+        }
+    }
+}
+
+/// The signal (SIGINT, SIGTERM or SIGHUP) received so far, if any.
+pub(crate) fn interrupted() -> Option<i32> {
+    Some(SIGNAL.load(Ordering::Relaxed)).filter(|s| *s != 0)
+}
+
+/// Catches SIGINT, SIGTERM and SIGHUP from the first moment of `count`,
+/// `trace`, `serve`, `latency` and `hist`: every path then detaches,
+/// removes its fetch events and ends what it started before exiting with
+/// 128 + the signal. Without a stop pipe (no descriptor left) a signal
+/// still interrupts a blocked write.
+pub(crate) fn catch_signals() {
+    if STOP_READ.load(Ordering::Relaxed) < 0 {
+        let mut fds = [-1; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == 0 {
+            STOP_READ.store(fds[0], Ordering::Relaxed);
+            STOP_WRITE.store(fds[1], Ordering::Relaxed);
+        }
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction (no SA_RESTART: a blocked write returns
+        // EINTR) with a handler that only stores to an atomic and writes to
+        // a pipe (both async-signal-safe) is a valid disposition.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Says that every probe is detached: output after a signal may now wait
+/// up to [`GRACE`] for a slow reader.
+pub(crate) fn detached() {
+    if interrupted().is_some() {
+        DEADLINE.get_or_init(|| Instant::now() + GRACE);
+    }
+}
+
+/// Whether `e` is a write that [`Stdout`] abandoned after a signal.
+pub(crate) fn abandoned(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::TimedOut && interrupted().is_some()
+}
+
+fn abandon() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "stdout takes nothing; abandoned after the signal",
+    )
+}
+
+/// Standard output that never blocks past a signal (see the module).
+#[derive(Debug)]
+pub(crate) struct Stdout {
+    /// Whether writes can block (not a regular file or a block device).
+    can_block: bool,
+}
+
+impl Stdout {
+    pub(crate) fn new() -> Stdout {
+        // SAFETY: fstat fills a zeroed stat for descriptor 1.
+        let can_block = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(1, &mut st) != 0 {
+                true
+            } else {
+                !matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFBLK)
+            }
+        };
+        Stdout { can_block }
+    }
+
+    /// Waits until stdout takes data; an error once the grace after a
+    /// signal is over.
+    fn wait_writable(&mut self) -> io::Result<()> {
+        loop {
+            let timeout = match (interrupted(), DEADLINE.get()) {
+                (None, _) => -1,
+                // Still attached: only what stdout takes at once.
+                (Some(_), None) => 0,
+                (Some(_), Some(deadline)) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(abandon());
+                    }
+                    left.as_millis().clamp(1, i32::MAX as u128) as i32
+                }
+            };
+            let stop: RawFd = match interrupted() {
+                // Readable from now on: no use waiting on it.
+                Some(_) => -1,
+                None => STOP_READ.load(Ordering::Relaxed),
+            };
+            let mut fds = [
+                libc::pollfd {
+                    fd: 1,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: stop,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: poll on two pollfds that live across the call (a
+            // negative fd is ignored).
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            // Writable, or an error or hang-up that write(2) reports.
+            if fds[0].revents != 0 {
+                return Ok(());
+            }
+            if timeout == 0 || (timeout > 0 && n == 0) {
+                return Err(abandon());
+            }
+            if fds[1].revents != 0 && interrupted().is_none() {
+                // A byte not from our handler (a forked child's, before
+                // its exec): emptied, or every later wait would spin.
+                let mut buf = [0u8; 64];
+                // SAFETY: reads into a live buffer from the non-blocking pipe.
+                while unsafe { libc::read(stop, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+            }
+        }
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            let len = match self.can_block {
+                true => {
+                    self.wait_writable()?;
+                    buf.len().min(libc::PIPE_BUF)
+                }
+                false => buf.len(),
+            };
+            // SAFETY: `len` bytes of `buf` are readable.
+            let n = unsafe { libc::write(1, buf.as_ptr().cast(), len) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+            // EINTR: a signal; the wait above decides what follows.
+            if !self.can_block {
+                self.can_block = true;
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes `text` to stdout through [`Stdout`].
+pub(crate) fn write_stdout(text: &[u8]) -> io::Result<()> {
+    Stdout::new().write_all(text)
+}
