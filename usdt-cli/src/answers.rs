@@ -6,9 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use usdt_trace::{
-    escape, escape_name, process_alive, Error, Kind, Session, Signatures, Site, Target,
-};
+use usdt_trace::{escape, escape_name, process_alive, Kind, Session, Signatures, Site, Target};
 
 use crate::args::Place;
 use crate::error::{ArgUse, CliError};
