@@ -214,10 +214,12 @@ pub(crate) struct CountArgs {
     /// Stop after SECONDS and print the counts.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
-    /// Count the probes of the running process PID (every file it maps).
+    /// Count the probes of the running process PID (every file it maps,
+    /// deleted files too, and the programs it executes).
     #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
     pub(crate) pid: Option<u32>,
-    /// Count every process that runs BINARY (or maps it, for a library).
+    /// Count every process that runs BINARY (or maps it, for a library),
+    /// and those of a new file put at its path later.
     #[arg(long, value_name = "BINARY")]
     pub(crate) all: Option<PathBuf>,
     /// Count per value of argument ARG (`argN` or a parameter's name; a
