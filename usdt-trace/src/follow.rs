@@ -20,12 +20,15 @@
 //! - **What ptrace costs.** Seizing stops nothing by itself, but every
 //!   signal delivered to the traced thread stops it until the tracer lets
 //!   it go on with that signal (ptrace has no way to opt out of these
-//!   signal-delivery stops): they are let go at the session's next poll,
-//!   so a signal reaches the process up to one poll interval (tens of
-//!   milliseconds) late. A group-stop (`SIGSTOP`, `SIGTSTP`) is kept a
+//!   signal-delivery stops). So the trace belongs to a thread of its own,
+//!   which waits for the tracee's stops and lets each go on at once,
+//!   whatever the session is doing (blocked on a full stdout pipe, say):
+//!   a signal is late by two context switches. Only a stop at an exec
+//!   waits for the session. A group-stop (`SIGSTOP`, `SIGTSTP`) is kept a
 //!   stop (`PTRACE_LISTEN`), so `SIGCONT` still works. Only the thread
 //!   group leader is traced: other threads run untouched, and thread
-//!   creation costs nothing extra.
+//!   creation costs nothing extra. That thread is also the one that
+//!   reaps a traced command.
 //! - **Where that is not possible, polled.** The process's `/proc/PID/exe`
 //!   is compared at each poll (a change of inode is an exec): an exec by a
 //!   thread other than the leader (the kernel then drops the trace), or of
@@ -35,18 +38,43 @@
 //!   time is impossible, and pausing it without ptrace (`SIGSTOP` from a
 //!   BPF program at `sched_process_exec`) would show its parent (a shell
 //!   with job control) a stopped job.
-//! - Dropping a [`Tracee`] detaches it (a process stopped at exec goes on);
-//!   if the tracer itself dies, the kernel detaches it.
+//! - Dropping a [`Tracee`] lets a process stopped at an exec go on; its
+//!   thread detaches at the tracee's next stop (only the tracer thread may
+//!   interrupt it, and it sleeps in `waitpid`), or ends with the tracee;
+//!   if the tracer dies, the kernel detaches it.
+
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, TryRecvError};
 
 use crate::sys::process;
 use crate::sys::ptrace::{ptrace, Request, EVENT_EXEC, EVENT_STOP, TRACE_EXEC};
 use crate::sys::SyscallError;
 
-/// A process traced for its execs only; see the module documentation.
+/// What the tracer thread tells the session.
+#[derive(Debug)]
+enum Event {
+    /// The tracee is stopped at an exec, until [`Order::Resume`].
+    Exec,
+    /// The tracee ended: its raw wait status.
+    Ended(libc::c_int),
+    /// The trace is gone (the kernel dropped it) or failed.
+    Lost,
+}
+
+/// What the session tells the tracer thread.
+#[derive(Debug)]
+enum Order {
+    /// Let the tracee held at an exec go on.
+    Resume,
+}
+
+/// A process traced for its execs only, by a thread of its own; see the
+/// module documentation.
 #[derive(Debug)]
 pub(crate) struct Tracee {
-    pid: libc::pid_t,
-    /// Traced still: not lost to an exec by another thread, not ended.
+    events: Receiver<Event>,
+    /// Dropped: the thread lets the tracee go at its next stop.
+    orders: Option<Sender<Order>>,
+    /// Traced still: not lost, not ended.
     seized: bool,
     /// Stopped at an exec, not let go yet.
     held: bool,
@@ -55,15 +83,43 @@ pub(crate) struct Tracee {
 }
 
 impl Tracee {
-    /// Seizes `pid` (its thread group leader) to be stopped at each exec.
+    /// Seizes `pid` (its thread group leader) to be stopped at each exec,
+    /// from a thread that then serves its stops.
     pub(crate) fn seize(pid: u32) -> Result<Tracee, SyscallError> {
         let pid = libc::pid_t::try_from(pid)
             .ok()
             .filter(|p| *p > 0)
             .ok_or_else(|| SyscallError::from_errno("ptrace(PTRACE_SEIZE)", libc::ESRCH))?;
-        ptrace(Request::Seize, pid, TRACE_EXEC)?;
+        let (events_tx, events) = channel();
+        let (orders, orders_rx) = channel();
+        let (seized_tx, seized) = sync_channel(1);
+        std::thread::Builder::new()
+            .name(format!("usdt-exec-{pid}"))
+            .spawn(move || {
+                let result = ptrace(Request::Seize, pid, TRACE_EXEC);
+                let ok = result.is_ok();
+                let _ = seized_tx.send(result);
+                if ok {
+                    serve(pid, &events_tx, &orders_rx);
+                }
+            })
+            .map_err(|e| SyscallError {
+                call: "clone (a thread)",
+                io_error: e,
+            })?;
+        match seized.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(SyscallError::from_errno(
+                    "ptrace(PTRACE_SEIZE)",
+                    libc::ESRCH,
+                ))
+            }
+        }
         Ok(Tracee {
-            pid,
+            events,
+            orders: Some(orders),
             seized: true,
             held: false,
             execs: 0,
@@ -90,67 +146,105 @@ impl Tracee {
     /// Lets a process stopped at an exec go on.
     pub(crate) fn resume(&mut self) {
         if std::mem::take(&mut self.held) {
-            // ESRCH: killed meanwhile; its end is what the next wait says.
-            let _ = ptrace(Request::Cont, self.pid, 0);
+            if let Some(orders) = &self.orders {
+                let _ = orders.send(Order::Resume);
+            }
         }
     }
 
-    /// Handles every stop reported so far (blocking: until the process
-    /// ends, letting it go on at each stop): lets signal-delivery stops go
-    /// on with their signal, keeps group-stops stopped, and holds the
-    /// process at an exec (unless `block`). Returns the raw wait status
-    /// once the process ended (only a child's end is ours to reap; a
-    /// traced process that is not a child is reported to its parent as
-    /// well).
+    /// What the tracer thread saw since the last call (blocking: until the
+    /// process ended, letting it go on at each exec): holds the process at
+    /// an exec (unless `block`), and returns the raw wait status once it
+    /// ended (the thread reaped it if it is a child; a traced process that
+    /// is not is reported to its parent as well).
     pub(crate) fn wait(&mut self, block: bool) -> Result<Option<libc::c_int>, SyscallError> {
-        if block {
-            self.resume();
-        }
-        let flags = libc::__WALL | if block { 0 } else { libc::WNOHANG };
         loop {
-            if !self.seized && !block {
+            if block {
+                self.resume();
+            }
+            if !self.seized {
                 return Ok(None);
             }
-            let status = match process::waitpid(self.pid, flags) {
-                Ok(Some((_, status))) => status,
-                Ok(None) => return Ok(None),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                // Not traced any more, and not our child.
-                Err(e) if e.raw_os_error() == Some(libc::ECHILD) && self.seized => {
+            let event = match block {
+                true => self.events.recv().map_err(|_| TryRecvError::Disconnected),
+                false => self.events.try_recv(),
+            };
+            match event {
+                Ok(Event::Exec) => {
+                    self.execs += 1;
+                    self.held = true;
+                    if !block {
+                        return Ok(None);
+                    }
+                }
+                Ok(Event::Ended(status)) => {
+                    self.seized = false;
+                    return Ok(Some(status));
+                }
+                Ok(Event::Lost) | Err(TryRecvError::Disconnected) => {
                     self.seized = false;
                     self.held = false;
                     return Ok(None);
                 }
-                Err(e) => return Err(e),
-            };
-            if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
-                self.seized = false;
-                self.held = false;
-                return Ok(Some(status));
-            }
-            if libc::WIFSTOPPED(status) {
-                self.stopped(status, block);
-                if self.held {
-                    return Ok(None);
-                }
+                Err(TryRecvError::Empty) => return Ok(None),
             }
         }
     }
+}
 
-    /// Lets the process go on from the stop `status` says, or holds it at
-    /// an exec.
-    fn stopped(&mut self, status: libc::c_int, block: bool) {
+impl Drop for Tracee {
+    /// Lets a process held at an exec go on; the thread detaches at the
+    /// next stop.
+    fn drop(&mut self) {
+        self.resume();
+        self.orders = None;
+    }
+}
+
+/// The tracer thread: waits for each stop of `pid` and lets it go on (a
+/// signal-delivery stop with its signal, a group-stop listening), holds an
+/// exec until the session's order, and ends with the tracee, or detaches
+/// at the first stop after the session dropped its [`Tracee`].
+fn serve(pid: libc::pid_t, events: &Sender<Event>, orders: &Receiver<Order>) {
+    loop {
+        let status = match process::waitpid(pid, libc::__WALL) {
+            Ok(Some((_, status))) => status,
+            Ok(None) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            // Not traced any more (an exec by another thread), and not a
+            // child of ours.
+            Err(_) => {
+                let _ = events.send(Event::Lost);
+                return;
+            }
+        };
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            let _ = events.send(Event::Ended(status));
+            return;
+        }
+        if !libc::WIFSTOPPED(status) {
+            continue;
+        }
         let sig = libc::WSTOPSIG(status);
         let event = status >> 16;
-        let (request, data) = match event {
-            EVENT_EXEC => {
-                self.execs += 1;
-                if !block {
-                    self.held = true;
-                    return;
-                }
-                (Request::Cont, 0)
-            }
+        // The signal a signal-delivery stop delivers when let go.
+        let deliver = if event == 0 { sig as u64 } else { 0 };
+        let gone = matches!(orders.try_recv(), Err(TryRecvError::Disconnected));
+        // Held until the session attached the new program.
+        if event == EVENT_EXEC
+            && !gone
+            && events.send(Event::Exec).is_ok()
+            && matches!(orders.recv(), Ok(Order::Resume))
+        {
+            // ESRCH: killed meanwhile; the next wait says how it ended.
+            let _ = ptrace(Request::Cont, pid, 0);
+            continue;
+        }
+        if gone || event == EVENT_EXEC {
+            let _ = ptrace(Request::Detach, pid, deliver);
+            return;
+        }
+        let request = match event {
             // A group-stop: stays stopped until SIGCONT.
             EVENT_STOP
                 if matches!(
@@ -158,65 +252,10 @@ impl Tracee {
                     libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
                 ) =>
             {
-                (Request::Listen, 0)
+                Request::Listen
             }
-            // Another event stop (PTRACE_INTERRUPT, a wake from listening).
-            e if e != 0 => (Request::Cont, 0),
-            // A signal-delivery stop: deliver it.
-            _ => (Request::Cont, sig as u64),
+            _ => Request::Cont,
         };
-        // ESRCH: killed meanwhile; its end is what the next wait says.
-        let _ = ptrace(request, self.pid, data);
-    }
-
-    /// Stops tracing: a process held at an exec goes on; a running one is
-    /// interrupted (the request needs a stopped tracee) and let go at its
-    /// next stop, with the signal it stopped for.
-    fn detach(&mut self) {
-        // Reap an end first (a traced process's parent sees it only
-        // after its tracer did).
-        if !self.seized {
-            return;
-        }
-        let _ = self.wait(false);
-        if !self.seized {
-            return;
-        }
-        if self.held {
-            self.held = false;
-            let _ = ptrace(Request::Detach, self.pid, 0);
-            return;
-        }
-        if ptrace(Request::Interrupt, self.pid, 0).is_err() {
-            return;
-        }
-        // A tracee stops at once unless it sleeps uninterruptibly; after a
-        // second, the trace is left to end with the tracer.
-        for _ in 0..200 {
-            let status = match process::waitpid(self.pid, libc::__WALL | libc::WNOHANG) {
-                Ok(Some((_, status))) => status,
-                Ok(None) => {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                    continue;
-                }
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(_) => return,
-            };
-            if !libc::WIFSTOPPED(status) {
-                return; // ended
-            }
-            let sig = match status >> 16 {
-                0 => libc::WSTOPSIG(status) as u64,
-                _ => 0,
-            };
-            let _ = ptrace(Request::Detach, self.pid, sig);
-            return;
-        }
-    }
-}
-
-impl Drop for Tracee {
-    fn drop(&mut self) {
-        self.detach();
+        let _ = ptrace(request, pid, deliver);
     }
 }

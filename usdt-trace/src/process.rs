@@ -197,6 +197,27 @@ pub fn load_bias(probes: &ElfProbes, mappings: &[&Mapping]) -> Option<u64> {
     })
 }
 
+/// The shared libraries the program process `pid` runs will load, as a
+/// command's are found ([`shared_libraries`](crate::shared_libraries)):
+/// each as a path through `/proc/PID/root` (an `$ORIGIN` one is already)
+/// and as shown.
+pub(crate) fn exec_libraries(pid: u32) -> Vec<(PathBuf, String)> {
+    let Ok(exe) = process_exe(pid) else {
+        return vec![];
+    };
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    crate::ldso::shared_libraries(&exe)
+        .into_iter()
+        .map(|lib| {
+            let shown = lib.to_string_lossy().into_owned();
+            match lib.starts_with("/proc") {
+                true => (lib, shown),
+                false => (root.join(lib.strip_prefix("/").unwrap_or(&lib)), shown),
+            }
+        })
+        .collect()
+}
+
 /// The thread ids of a process (`/proc/PID/task`), in ascending order.
 pub fn process_threads(pid: u32) -> Result<Vec<u32>, Error> {
     let path = format!("/proc/{pid}/task");

@@ -43,7 +43,9 @@ use crate::engine::Target;
 use crate::exec_watch::ExecWatch;
 use crate::glob::glob_match;
 use crate::ldso::shared_libraries;
-use crate::process::{object_path, process_alive, process_threads, read_maps, read_process};
+use crate::process::{
+    exec_libraries, object_path, process_alive, process_threads, read_maps, read_process,
+};
 use crate::Error;
 
 /// Files and their sites: the path to open, and the sites in it.
@@ -247,9 +249,10 @@ impl Session {
 
     /// Stop the traced process (a command, or a process by pid) at each
     /// exec until the caller attached the new program
-    /// ([`Session::new_objects`], then [`Session::resume`]). The caller
-    /// must then call [`Session::new_objects`] often (each call lets
-    /// signal-delivery stops go on), or wait for the command.
+    /// ([`Session::new_objects`], then [`Session::resume`]): the caller
+    /// must look often, or wait for the command, since the process waits
+    /// at each exec until then (its other ptrace stops are let go by a
+    /// thread of the session's, at once).
     pub fn follow_exec(mut self) -> Session {
         self.exec.follow();
         self
@@ -421,15 +424,9 @@ impl Session {
                 .collect();
             self.threads.retain(|t| now.contains(t));
         }
-        let libraries = match exec {
-            // At the exec stop only the program and its interpreter are
-            // mapped: the libraries it will load are read now too, as a
-            // command's are before it starts.
-            Some(_) => crate::process::process_exe(pid)
-                .map(|exe| shared_libraries(&exe))
-                .unwrap_or_default(),
-            None => vec![],
-        };
+        // At the exec stop only the program and its interpreter are
+        // mapped: the libraries it will load are read now too.
+        let libraries = exec.as_ref().map_or(vec![], |_| exec_libraries(pid));
         let cause = exec.unwrap_or(Cause::Mapped);
         let mut found = vec![];
         for m in maps {
@@ -462,16 +459,9 @@ impl Session {
             };
             found.extend(self.found(open_path, shown, probes, &cause));
         }
-        for lib in libraries {
-            // As the process sees it (an `$ORIGIN` path is one already).
-            let open_path = match lib.starts_with("/proc") {
-                true => lib.clone(),
-                false => Path::new(&format!("/proc/{pid}/root"))
-                    .join(lib.strip_prefix("/").unwrap_or(&lib)),
-            };
+        for (open_path, shown) in libraries {
             let new = std::fs::metadata(&open_path).is_ok_and(|m| self.seen_files.insert(m.ino()));
             if let (true, Ok(probes)) = (new, read_file_probes(&open_path)) {
-                let shown = lib.to_string_lossy().into_owned();
                 found.extend(self.found(open_path, shown, probes, &cause));
             }
         }
@@ -653,6 +643,34 @@ mod tests {
         assert_eq!(
             session.child().unwrap().wait().unwrap(),
             ExitStatus::Code(3)
+        );
+    }
+
+    #[test]
+    fn a_followed_command_gets_its_signals_while_the_session_looks_away() {
+        use crate::ExitStatus;
+        let script = "trap 'exit 4' USR1; sleep 0.5; kill -USR1 $$; sleep 10";
+        let argv = ["sh", "-c", script].map(OsString::from);
+        let mut session = Session::command(&argv).unwrap().follow_exec();
+        let pid = session.spawn().unwrap();
+        session.start().unwrap();
+        // Its exec waits for the session to look.
+        for _ in 0..10 {
+            assert_eq!(session.child().unwrap().try_wait().unwrap(), None);
+            let _ = session.new_objects();
+            session.resume();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Its signal stops are let go by the tracer's thread, with no
+        // new_objects or try_wait meanwhile: it ends by itself.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while crate::process_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!crate::process_alive(pid), "still stopped");
+        assert_eq!(
+            session.child().unwrap().wait().unwrap(),
+            ExitStatus::Code(4)
         );
     }
 

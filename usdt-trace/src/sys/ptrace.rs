@@ -19,8 +19,6 @@ pub(crate) enum Request {
     Listen,
     /// `PTRACE_DETACH`: stop tracing; `data` is the signal to deliver.
     Detach,
-    /// `PTRACE_INTERRUPT`: stop a running seized tracee (to detach it).
-    Interrupt,
 }
 
 impl Request {
@@ -30,7 +28,6 @@ impl Request {
             Request::Cont => libc::PTRACE_CONT,
             Request::Listen => libc::PTRACE_LISTEN,
             Request::Detach => libc::PTRACE_DETACH,
-            Request::Interrupt => libc::PTRACE_INTERRUPT,
         }
     }
 
@@ -40,7 +37,6 @@ impl Request {
             Request::Cont => "ptrace(PTRACE_CONT)",
             Request::Listen => "ptrace(PTRACE_LISTEN)",
             Request::Detach => "ptrace(PTRACE_DETACH)",
-            Request::Interrupt => "ptrace(PTRACE_INTERRUPT)",
         }
     }
 }
