@@ -13,10 +13,12 @@
 //!   (`PTRACE_EVENT_EXEC`), the session attaches the new file's sites (and
 //!   those of the libraries it will load, found from its dynamic section
 //!   as a command's are, since only the program and its interpreter are
-//!   mapped yet), and only then lets it go on. That is a [`Tracee`]. A command the session
-//!   starts is always traced so (it is the session's own child); a process
-//!   given by pid is when the kernel permits it (root, or the right to
-//!   ptrace it, and no other tracer such as gdb or strace).
+//!   mapped yet), and only then lets it go on. That is a [`Tracee`]. A
+//!   command the session starts is traced so (it is the session's own
+//!   child); a process given by pid is when the kernel permits it (root,
+//!   or the right to ptrace it, and no other tracer such as gdb or
+//!   strace). While the session is slow to look (its output blocked), the
+//!   process waits at the exec: nothing is lost, at that price.
 //! - **What ptrace costs.** Seizing stops nothing by itself, but every
 //!   signal delivered to the traced thread stops it until the tracer lets
 //!   it go on with that signal (ptrace has no way to opt out of these
@@ -34,7 +36,8 @@
 //!   thread other than the leader (the kernel then drops the trace), or of
 //!   a process that could not be seized, is found that way, attached a
 //!   poll interval late, and said in one line: hits before that attach may
-//!   be missed. Attaching to every file the process might execute ahead of
+//!   be missed (a program that ends within that poll is not seen at all).
+//!   Attaching to every file the process might execute ahead of
 //!   time is impossible, and pausing it without ptrace (`SIGSTOP` from a
 //!   BPF program at `sched_process_exec`) would show its parent (a shell
 //!   with job control) a stopped job.
