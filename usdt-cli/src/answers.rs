@@ -6,13 +6,13 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use usdt_trace::{escape, escape_name, process_alive, Kind, Session, Signatures, Site, Target};
+use usdt_trace::{escape_name, process_alive, Kind, Session, Signatures, Site, Target};
 
 use crate::args::Place;
 use crate::error::{ArgUse, CliError};
 use crate::{
-    catch_signals, finish_command, interrupted, not_attached, open_session, print_notices,
-    raise_fd_limit, select, session_name,
+    catch_signals, finish_command, interrupted, open_session, print_notices, raise_fd_limit,
+    say_attached, select, session_name,
 };
 
 /// Aggregations to attach to the sites of a target's files.
@@ -87,6 +87,11 @@ pub(crate) fn run(
     if let Some(sig) = interrupted() {
         return Ok(128 + sig);
     }
+    if !command {
+        // Stopped at exec from now on (and what the process did while
+        // attaching is caught up on) before saying it started.
+        attach_new(agg, &mut session);
+    }
     started(n, &name);
     if command {
         session.start()?;
@@ -135,15 +140,10 @@ fn attach_new(agg: &mut dyn Aggregates, session: &mut Session) {
     for object in found {
         let sigs = crate::typed::signatures([object.open_path.as_path()]);
         let sites: Vec<&Site> = object.sites.iter().collect();
-        match agg.attach(&object.open_path, &sites, &sigs, target) {
-            Ok(()) => eprintln!(
-                "usdt: {} was mapped after the start: attached its {} sites",
-                escape(&object.mapped),
-                sites.len()
-            ),
-            Err(e) => not_attached(Path::new(&object.mapped), &e),
-        }
+        let attached = agg.attach(&object.open_path, &sites, &sigs, target);
+        say_attached(&object, "attached its", attached.map_err(|e| e.to_string()));
     }
+    session.resume();
 }
 
 /// The note operand of probe `site` that `arg` names: `argN`, or a

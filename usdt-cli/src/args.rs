@@ -205,11 +205,12 @@ impl From<Attach> for AttachPoint {
 #[derive(Args, Clone, Debug, Default)]
 #[group(id = "target", required = true, multiple = false)]
 pub(crate) struct TargetArgs {
-    /// The running process PID (every file it maps).
+    /// The running process PID (every file it maps, deleted files too, and
+    /// the programs it executes).
     #[arg(short, long, value_name = "PID", value_parser = parse_pid, allow_hyphen_values = true)]
     pub(crate) pid: Option<u32>,
     /// Every process that runs BINARY (or maps it, for a library), now or
-    /// later.
+    /// later, and those of a new file put at its path later.
     #[arg(long, value_name = "BINARY")]
     pub(crate) all: Option<PathBuf>,
     /// The command to start with the uprobes in place (its program and the

@@ -3,17 +3,16 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use usdt_trace::{escape, escape_name, process_alive, Counter, Picked, Session, Target};
+use usdt_trace::{escape_name, process_alive, Counter, Picked, Session, Target};
 
 use crate::args::CountArgs;
 use crate::count_engine::{Engine, ENGINE_ENV};
 use crate::error::CliError;
 use crate::{
-    catch_signals, finish_command, interrupted, not_attached, open_session, print_notices,
-    raise_fd_limit, select, session_name, warn_next, write_error, Opts,
+    catch_signals, finish_command, interrupted, open_session, print_notices, raise_fd_limit,
+    say_attached, select, session_name, warn_next, write_error, Opts,
 };
 
 pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
@@ -40,12 +39,14 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
         parts: vec![counter],
         picked,
         point: opts.attach,
-        follows_maps: target != Target::AllProcesses,
         session,
     };
     if command {
         return count_command(counting, &opts);
     }
+    // Stopped at exec from now on (and what the process did while
+    // attaching is caught up on) before saying it counts.
+    counting.poll();
     // Only now is every site counting (the kernel raises semaphores a little
     // earlier, while it registers the uprobes).
     match target {
@@ -108,25 +109,20 @@ struct Counting {
     parts: Vec<Counter>,
     picked: Picked,
     point: usdt_trace::AttachPoint,
-    /// Whether to attach to objects the process maps later (not for every
-    /// process of a file, which are all counted already).
-    follows_maps: bool,
     session: Session,
 }
 
 impl Counting {
     /// Attaches to the objects with matching probes that the process has
-    /// mapped since the last look, saying so in one line each.
+    /// mapped since the last look (a library, or a program it executed)
+    /// or, for every process of a file, a new file at its path; one line
+    /// each. A process stopped at an exec goes on after.
     fn poll(&mut self) {
-        if !self.follows_maps {
-            return;
-        }
         let found = self.session.new_objects();
         print_notices(&mut self.session);
         for object in found {
-            let shown = escape(&object.mapped);
-            let files = [(object.open_path, object.sites.iter().collect())];
-            match Counter::attach(
+            let files = [(object.open_path.clone(), object.sites.iter().collect())];
+            let attached = match Counter::attach(
                 &self.picked,
                 &files,
                 self.point,
@@ -134,16 +130,15 @@ impl Counting {
                 &|| interrupted().is_some(),
             ) {
                 Ok(Some(counter)) => {
-                    eprintln!(
-                        "usdt: {shown} was mapped after the start: counting its {} sites",
-                        object.sites.len()
-                    );
                     self.parts.push(counter);
+                    Ok(())
                 }
-                Ok(None) => return,
-                Err(e) => not_attached(Path::new(&object.mapped), &e),
-            }
+                Ok(None) => break,
+                Err(e) => Err(e.to_string()),
+            };
+            say_attached(&object, "counting its", attached);
         }
+        self.session.resume();
     }
 
     /// Hits per probe over every part.

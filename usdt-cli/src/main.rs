@@ -45,8 +45,8 @@ pub(crate) use output::{catch_signals, interrupted};
 
 use usdt_trace::{
     escape, escape_name, fork_safe, fork_test, glob_match, read_file_fork_guard, read_file_probes,
-    read_process, read_semaphore, AttachPoint, ElfProbes, Error, ExitStatus, KernelFeatures,
-    Notice, Objects, PausedCommand, Session, Site, Target,
+    read_process, read_semaphore, AttachPoint, Cause, ElfProbes, Error, ExitStatus, KernelFeatures,
+    NewObject, Notice, Objects, PausedCommand, Session, Site, Target,
 };
 
 /// The exit status after stdout was closed, as if SIGPIPE had ended us.
@@ -478,10 +478,13 @@ pub(crate) fn open_session(
         Place::Command(command) => Session::command(command),
     }
     .map_err(file_error)?;
+    // Every user of a session polls `new_objects`, which lets the process
+    // go on from its stops.
     let mut session = session
         .globs(globs)
         .force_sites(force_sites)
-        .cancel_when(|| interrupted().is_some());
+        .cancel_when(|| interrupted().is_some())
+        .follow_exec();
     print_notices(&mut session);
     Ok(session)
 }
@@ -507,6 +510,31 @@ pub(crate) fn session_name(session: &Session) -> String {
         (Some(path), _, _) | (None, Some(path), _) => escape(&path.to_string_lossy()).into_owned(),
         (None, None, Target::Pid(pid)) => format!("process {pid}"),
         (None, None, Target::AllProcesses) => String::new(),
+    }
+}
+
+/// The one line that says an object found after the start is attached
+/// (`doing`: "counting its"), or why it is not.
+pub(crate) fn say_attached(object: &NewObject, doing: &str, attached: Result<(), String>) {
+    let shown = escape(&object.mapped);
+    let n = object.sites.len();
+    if let Err(e) = attached {
+        return not_attached(Path::new(&object.mapped), &e);
+    }
+    match &object.cause {
+        Cause::Exec { missed: None } => {
+            eprintln!("usdt: the process executed a program that maps {shown}: {doing} {n} sites")
+        }
+        Cause::Exec { missed: Some(why) } => eprintln!(
+            "usdt: the process executed a program that maps {shown}: {doing} {n} sites; \
+             its hits before now may be missed ({})",
+            escape(why)
+        ),
+        Cause::Replaced => eprintln!(
+            "usdt: a new file is at {shown}: {doing} {n} sites too; processes still running \
+             the old file stay traced"
+        ),
+        _ => eprintln!("usdt: {shown} was mapped after the start: {doing} {n} sites"),
     }
 }
 

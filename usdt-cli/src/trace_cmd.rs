@@ -6,8 +6,8 @@ use std::time::Duration;
 use std::path::Path;
 
 use usdt_trace::{
-    escape, escape_name, process_alive, process_threads, Error, Hit, Machine, Objects, Picked,
-    Sampler, Session, Signatures, Site, Target, Value,
+    escape_name, process_alive, process_threads, Error, Hit, Machine, Objects, Picked, Sampler,
+    Session, Signatures, Site, Target, Value,
 };
 
 use crate::args::TraceArgs;
@@ -15,8 +15,8 @@ use crate::count_engine::{Engine, TRACE_ENGINE_ENV};
 use crate::error::CliError;
 use crate::output::Stdout;
 use crate::{
-    catch_signals, finish_command, interrupted, matches, not_attached, open_session, print_notices,
-    raise_fd_limit, select, session_name, typed, warn_next, Opts, BROKEN_PIPE,
+    catch_signals, finish_command, interrupted, matches, open_session, print_notices,
+    raise_fd_limit, say_attached, select, session_name, typed, warn_next, Opts, BROKEN_PIPE,
 };
 
 pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
@@ -44,6 +44,9 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     if command {
         return trace_command(tracing);
     }
+    // Stopped at exec from now on (and what the process did while
+    // attaching is caught up on) before saying it traces.
+    tracing.attach_new()?;
     match tracing.session.target() {
         Target::Pid(pid) => {
             let threads = process_threads(pid).map_or(0, |t| t.len());
@@ -218,10 +221,14 @@ impl<'o> Tracing<'o> {
                 self.out.sigs.add_file(&object.open_path);
             }
             typed::string_args(&mut self.sampler, &self.out.sigs, &object.sites);
-            let file = [(object.open_path, object.sites)];
+            let file = [(object.open_path.clone(), object.sites.clone())];
             let attached = match self.per_thread {
                 true => self.session.threads().iter().try_for_each(|tid| {
-                    attach_all(&mut self.sampler, &file, globs, *tid).map(drop)
+                    match attach_all(&mut self.sampler, &file, globs, *tid) {
+                        // A thread that ended meanwhile.
+                        Err(CliError::Trace(Error::NoProcess(_))) if *tid != self.pid => Ok(()),
+                        other => other.map(drop),
+                    }
                 }),
                 false => {
                     let sites: Vec<&Site> = file[0].1.iter().collect();
@@ -229,15 +236,9 @@ impl<'o> Tracing<'o> {
                     attach_sites(&mut self.sampler, &file[0].0, &sites, target)
                 }
             };
-            match attached {
-                Ok(()) => eprintln!(
-                    "usdt: {} was mapped after the start: tracing its {} sites",
-                    escape(&object.mapped),
-                    file[0].1.len()
-                ),
-                Err(e) => not_attached(Path::new(&object.mapped), &e),
-            }
+            say_attached(&object, "tracing its", attached.map_err(|e| e.to_string()));
         }
+        self.session.resume();
         Ok(())
     }
 

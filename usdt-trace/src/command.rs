@@ -5,12 +5,18 @@
 //! A uprobe perf event for a pid checks the task's current memory map when
 //! the program is mapped, so an event opened before `exec` applies to the new
 //! program.
+//!
+//! A command may be traced for its execs ([`PausedCommand::follow_exec`],
+//! see [`follow`](crate::follow)): waiting for it then also lets it go on
+//! from every ptrace stop, and a non-blocking wait leaves it held at an
+//! exec for the caller to attach to the new program.
 
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
+use crate::follow::Tracee;
 use crate::sys::process::{self, Forked};
 use crate::sys::SyscallError;
 use crate::Error;
@@ -23,6 +29,8 @@ pub struct PausedCommand {
     go: Option<OwnedFd>,
     exec_error: OwnedFd,
     reaped: bool,
+    /// Traced to be stopped at each exec.
+    tracee: Option<Tracee>,
 }
 
 /// How a command ended.
@@ -155,12 +163,31 @@ impl PausedCommand {
             go: Some(go_write),
             exec_error: err_read,
             reaped: false,
+            tracee: None,
         })
     }
 
     /// The child's pid.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// Traces the child (before [`PausedCommand::start`]) so that it stops
+    /// at each exec, its first one included, until let go: a
+    /// non-blocking wait ([`PausedCommand::try_wait`]) holds it there
+    /// ([`PausedCommand::tracee`]).
+    pub(crate) fn follow_exec(&mut self) -> Result<(), SyscallError> {
+        // Again after a trace the kernel dropped (an exec by a thread
+        // other than the one traced).
+        if !self.reaped && !self.tracee.as_ref().is_some_and(|t| t.seized()) {
+            self.tracee = Some(Tracee::seize(self.pid)?);
+        }
+        Ok(())
+    }
+
+    /// The trace that stops the child at its execs, if it is traced.
+    pub(crate) fn tracee(&mut self) -> Option<&mut Tracee> {
+        self.tracee.as_mut()
     }
 
     /// Lets the child execute the program; an error if `exec` failed.
@@ -219,8 +246,13 @@ impl PausedCommand {
     }
 
     fn waitpid(&mut self, flags: i32) -> Result<Option<ExitStatus>, Error> {
-        let status = match process::waitpid(self.pid as libc::pid_t, flags) {
-            Ok(Some((_, status))) => status,
+        let waited = match self.tracee.as_mut().filter(|t| t.seized()) {
+            // Let go from ptrace stops (held at an exec when not blocking).
+            Some(tracee) => tracee.wait(flags & libc::WNOHANG == 0),
+            None => process::waitpid(self.pid as libc::pid_t, flags).map(|s| s.map(|(_, s)| s)),
+        };
+        let status = match waited {
+            Ok(Some(status)) => status,
             Ok(None) => return Ok(None),
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => return Ok(None),
             Err(source) => {

@@ -77,6 +77,8 @@ mod elf;
 mod engine;
 mod error;
 mod escape;
+mod exec_watch;
+mod follow;
 mod glob;
 mod ldso;
 mod process;
@@ -121,7 +123,7 @@ pub use escape::{escape, escape_name};
 pub use glob::glob_match;
 pub use ldso::shared_libraries;
 pub use process::{
-    load_bias, process_alive, process_exe, process_threads, read_maps, read_process,
+    load_bias, object_path, process_alive, process_exe, process_threads, read_maps, read_process,
     read_semaphore, MappedObject, Mapping,
 };
 pub use record::{Recorder, Recording};
@@ -133,7 +135,7 @@ pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
-pub use session::{NewObject, Notice, Objects, Session};
+pub use session::{Cause, NewObject, Notice, Objects, Session};
 pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
 pub use sys::SyscallError;
 pub use typed::{TypedArgs, TypedValue};

@@ -1,5 +1,11 @@
 //! The probes of a running process: every ELF object it maps (the executable
 //! and its shared libraries), with the address each was loaded at.
+//!
+//! A file the process maps may have been deleted or replaced since (its
+//! maps line ends in ` (deleted)`, the usual state right after an upgrade):
+//! it is then read, and attached, through `/proc/PID/map_files/START-END`,
+//! which leads to the very inode mapped (the kernel places a uprobe on the
+//! inode, whatever path reached it).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -21,17 +27,34 @@ pub struct Mapping {
     pub offset: u64,
     /// The inode of the file.
     pub inode: u64,
-    /// The file's path, as the process sees it.
+    /// The file's path, as the process sees it (without the kernel's
+    /// ` (deleted)` suffix).
     pub path: String,
+    /// The file was deleted or replaced since it was mapped: its path no
+    /// longer leads to it.
+    pub deleted: bool,
+}
+
+impl Mapping {
+    /// The path as `/proc/PID/maps` shows it, ` (deleted)` included.
+    pub fn shown(&self) -> String {
+        match self.deleted {
+            true => format!("{} (deleted)", self.path),
+            false => self.path.clone(),
+        }
+    }
 }
 
 /// An ELF object mapped by a process.
 #[derive(Debug)]
 pub struct MappedObject {
-    /// The path in `/proc/PID/maps`.
+    /// The path in `/proc/PID/maps` (ending in ` (deleted)` for a file
+    /// deleted or replaced since).
     pub path: PathBuf,
     /// The same file reached through `/proc/PID/root`, valid from this
-    /// process's mount namespace too: read and attach through it.
+    /// process's mount namespace too, or through `/proc/PID/map_files` when
+    /// its path no longer leads to it ([`object_path`]): read and attach
+    /// through it.
     pub open_path: PathBuf,
     /// The load bias: a link-time address plus `bias` is the address in the
     /// process (0 for a non-PIE executable).
@@ -77,9 +100,13 @@ fn parse_maps_line(line: &str) -> Option<Mapping> {
     let _dev = fields.next()?;
     let inode: u64 = fields.next()?.parse().ok()?;
     let path = fields.next()?.trim_start();
-    if inode == 0 || !path.starts_with('/') || path.ends_with(" (deleted)") {
+    if inode == 0 || !path.starts_with('/') {
         return None;
     }
+    let (path, deleted) = match path.strip_suffix(" (deleted)") {
+        Some(path) => (path, true),
+        None => (path, false),
+    };
     Some(Mapping {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
@@ -87,7 +114,21 @@ fn parse_maps_line(line: &str) -> Option<Mapping> {
         offset: u64::from_str_radix(offset, 16).ok()?,
         inode,
         path: path.into(),
+        deleted,
     })
+}
+
+/// The path to read and attach the file of mapping `m` of process `pid`
+/// through: `/proc/PID/root/PATH` while that is still the inode mapped,
+/// else (the file was deleted, or replaced by a new file at the same
+/// path) `/proc/PID/map_files/START-END`, the mapped inode itself.
+pub fn object_path(pid: u32, m: &Mapping) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let live = PathBuf::from(format!("/proc/{pid}/root{}", m.path));
+    if !m.deleted && std::fs::metadata(&live).is_ok_and(|f| f.ino() == m.inode) {
+        return live;
+    }
+    PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
 }
 
 /// Reads every ELF object the process maps, with its probes and load bias.
@@ -95,18 +136,21 @@ fn parse_maps_line(line: &str) -> Option<Mapping> {
 /// (devices such as `/dev/zero`) are left out, unread.
 pub fn read_process(pid: u32) -> Result<Vec<MappedObject>, Error> {
     let maps = read_maps(pid)?;
-    let mut by_path: BTreeMap<&str, Vec<&Mapping>> = BTreeMap::new();
+    // One object per inode: a file replaced by a new one at its path is
+    // two objects.
+    let mut by_file: BTreeMap<(u64, &str), Vec<&Mapping>> = BTreeMap::new();
     for m in &maps {
-        by_path.entry(&m.path).or_default().push(m);
+        by_file.entry((m.inode, &m.path)).or_default().push(m);
     }
     let mut objects = vec![];
-    for (path, mappings) in by_path {
-        let open_path = PathBuf::from(format!("/proc/{pid}/root{path}"));
+    for mappings in by_file.into_values() {
+        let path = mappings[0].shown();
+        let open_path = object_path(pid, mappings[0]);
         // Only regular ELF files, and only the parts needed: a process may
         // map /dev/zero or a huge data file.
         let probes = match read_file_probes(&open_path) {
             Err(Error::Io { source, .. }) if !process_alive(pid) => {
-                return Err(proc_error(pid, path.into(), source))
+                return Err(proc_error(pid, path, source))
             }
             Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::InvalidInput => {
                 continue; // not a regular file
@@ -149,6 +193,27 @@ pub fn load_bias(probes: &ElfProbes, mappings: &[&Mapping]) -> Option<u64> {
                 .wrapping_sub(seg.vaddr.wrapping_sub(seg.offset)),
         )
     })
+}
+
+/// The shared libraries the program process `pid` runs will load, as a
+/// command's are found ([`shared_libraries`](crate::shared_libraries)):
+/// each as a path through `/proc/PID/root` (an `$ORIGIN` one is already)
+/// and as shown.
+pub(crate) fn exec_libraries(pid: u32) -> Vec<(PathBuf, String)> {
+    let Ok(exe) = process_exe(pid) else {
+        return vec![];
+    };
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    crate::ldso::shared_libraries(&exe)
+        .into_iter()
+        .map(|lib| {
+            let shown = lib.to_string_lossy().into_owned();
+            match lib.starts_with("/proc") {
+                true => (lib, shown),
+                false => (root.join(lib.strip_prefix("/").unwrap_or(&lib)), shown),
+            }
+        })
+        .collect()
 }
 
 /// The thread ids of a process (`/proc/PID/task`), in ascending order.
@@ -197,7 +262,13 @@ mod tests {
         );
         assert_eq!(m.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
         assert!(parse_maps_line("7ffd-7ffe rw-p 00000000 00:00 0   [stack]").is_none());
-        assert!(parse_maps_line("1000-2000 r-xp 00000000 fe:01 9 /tmp/x (deleted)").is_none());
+        let gone = parse_maps_line("1000-2000 r-xp 00000000 fe:01 9 /tmp/x (deleted)").unwrap();
+        assert_eq!((gone.path.as_str(), gone.deleted), ("/tmp/x", true));
+        assert_eq!(gone.shown(), "/tmp/x (deleted)");
+        assert_eq!(
+            object_path(1, &gone),
+            Path::new("/proc/1/map_files/1000-2000")
+        );
         assert!(parse_maps_line("garbage").is_none());
     }
 

@@ -10,6 +10,18 @@
 //! - Libraries loaded later (`dlopen`) are found by reading the mappings
 //!   again ([`Session::new_objects`]), threads started later by reading
 //!   `/proc/PID/task` ([`Session::new_threads`]).
+//! - A process's files deleted or replaced since it mapped them are read
+//!   and attached through `/proc/PID/map_files` ([`object_path`]).
+//! - A program the process executes is found the same way, at once when
+//!   the session follows execs ([`Session::follow_exec`]): the process is
+//!   then stopped at each exec until the caller attached the new program
+//!   and called [`Session::resume`] (see [`follow`](crate::follow) for the
+//!   mechanism and its costs), else found by polling, a poll late, and
+//!   said ([`Cause::Exec`]).
+//! - For every process of a file, the file's path is watched: a new file
+//!   put there (a deployment's rename) is read and attached as well
+//!   ([`Cause::Replaced`]); the old file's uprobes stay for the processes
+//!   that still run it.
 //! - What the session met but did not fail on (a file it could not read, a
 //!   malformed note it skipped, a site its check refused) is kept as
 //!   [`Notice`]s for the caller to say.
@@ -20,6 +32,8 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,9 +44,12 @@ use crate::elf::note::{read_file_probes, ElfProbes, Site, SkippedNote};
 #[cfg(doc)]
 use crate::elf::sites::SiteCheck;
 use crate::engine::Target;
+use crate::exec_watch::ExecWatch;
 use crate::glob::glob_match;
 use crate::ldso::shared_libraries;
-use crate::process::{process_threads, read_maps, read_process};
+use crate::process::{
+    exec_libraries, object_path, process_alive, process_threads, read_maps, read_process,
+};
 use crate::Error;
 
 /// Files and their sites: the path to open, and the sites in it.
@@ -76,12 +93,33 @@ pub enum Notice {
 /// An object a process mapped after the session started.
 #[derive(Debug)]
 pub struct NewObject {
-    /// The path to open (through `/proc/PID/root`).
+    /// The path to open (through `/proc/PID/root` or `/proc/PID/map_files`;
+    /// for a new file at a binary's path, an open descriptor of it).
     pub open_path: PathBuf,
-    /// The path as the process maps it.
+    /// The path as the process maps it (or the binary's path).
     pub mapped: String,
     /// Its sites that match the session's globs.
     pub sites: Vec<Site>,
+    /// Why it is new.
+    pub cause: Cause,
+}
+
+/// Why an object is new to the session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The process mapped it (a library loaded with `dlopen`).
+    Mapped,
+    /// The process executed a new program, which maps it.
+    Exec {
+        /// `None`: the process was stopped at the exec until
+        /// [`Session::resume`], so no hit is missed; else why hits between
+        /// the exec and the attach may have been missed.
+        missed: Option<String>,
+    },
+    /// A new file took the place of the binary whose every process is
+    /// traced (same path, new inode).
+    Replaced,
 }
 
 /// What a session traces.
@@ -94,7 +132,12 @@ enum Kind {
         started: bool,
     },
     Process(u32),
-    Binary(PathBuf),
+    Binary {
+        /// The file read (symlinks resolved).
+        path: PathBuf,
+        /// The path as given, watched for a new file.
+        watched: PathBuf,
+    },
 }
 
 /// The targets of a trace and the objects found for them; see the module
@@ -119,6 +162,11 @@ pub struct Session {
     refused_said: usize,
     /// The refused sites attached all the same, not said yet.
     forced: Vec<(PathBuf, Site)>,
+    /// The execs of the process ([`Session::follow_exec`]).
+    exec: ExecWatch,
+    /// New files at a binary's path, kept open: their sites are attached
+    /// through `/proc/self/fd/N`.
+    replacements: Vec<File>,
 }
 
 impl Session {
@@ -154,6 +202,8 @@ impl Session {
     /// A running process: every file it maps that has probes.
     pub fn process(pid: u32) -> Result<Session, Error> {
         let mut session = Session::new(Kind::Process(pid));
+        // Before the maps: an exec meanwhile is then seen.
+        session.exec.start_at(pid);
         for object in read_process(pid)? {
             match object.probes {
                 Ok(probes) => {
@@ -174,10 +224,15 @@ impl Session {
 
     /// Every process that runs (or maps) the file at `path`.
     pub fn binary(path: &Path) -> Result<Session, Error> {
+        let watched = path.to_path_buf();
         let path = absolute(path);
-        let mut session = Session::new(Kind::Binary(path.clone()));
+        let mut session = Session::new(Kind::Binary {
+            path: path.clone(),
+            watched,
+        });
         let probes = read_file_probes(&path)?;
         session.add(path, probes);
+        session.remember_files();
         Ok(session)
     }
 
@@ -196,6 +251,8 @@ impl Session {
             refused: vec![],
             refused_said: 0,
             forced: vec![],
+            exec: ExecWatch::default(),
+            replacements: vec![],
         }
     }
 
@@ -270,6 +327,17 @@ impl Session {
         self
     }
 
+    /// Stop the traced process (a command, or a process by pid) at each
+    /// exec until the caller attached the new program
+    /// ([`Session::new_objects`], then [`Session::resume`]): the caller
+    /// must look often, or wait for the command, since the process waits
+    /// at each exec until then (its other ptrace stops are let go by a
+    /// thread of the session's, at once).
+    pub fn follow_exec(mut self) -> Session {
+        self.exec.follow();
+        self
+    }
+
     /// Whether the session was cancelled.
     pub fn cancelled(&self) -> bool {
         self.cancel.is_some_and(|c| c())
@@ -310,7 +378,7 @@ impl Session {
         match &self.kind {
             Kind::Process(pid) => Target::Pid(*pid),
             Kind::Command { child, .. } => Target::Pid(child.as_ref().map_or(0, |c| c.pid())),
-            Kind::Binary(_) => Target::AllProcesses,
+            Kind::Binary { .. } => Target::AllProcesses,
         }
     }
 
@@ -325,7 +393,7 @@ impl Session {
     /// The file whose every process is traced.
     pub fn binary_path(&self) -> Option<&Path> {
         match &self.kind {
-            Kind::Binary(path) => Some(path),
+            Kind::Binary { path, .. } => Some(path),
             _ => None,
         }
     }
@@ -345,8 +413,9 @@ impl Session {
         if let Some(child) = child {
             return Ok(child.pid());
         }
-        let paused = PausedCommand::spawn_as(exec_path, &argv[0], &argv[1..])?;
+        let mut paused = PausedCommand::spawn_as(exec_path, &argv[0], &argv[1..])?;
         let pid = paused.pid();
+        self.exec.spawned(&mut paused);
         *child = Some(paused);
         self.threads.insert(pid);
         self.remember_files();
@@ -421,26 +490,51 @@ impl Session {
     }
 
     /// The files the process mapped since the last look (none until
-    /// 100 ms have passed) that have sites the globs match; they join
-    /// [`Session::objects`]. A file that cannot be read is a
-    /// [`Notice::Unreadable`].
+    /// 100 ms have passed, unless it executed a program) that have sites
+    /// the globs match, or for every process of a binary, a new file at
+    /// its path; they join [`Session::objects`]. A file that cannot be
+    /// read is a [`Notice::Unreadable`]. A process stopped at an exec
+    /// stays stopped until [`Session::resume`] (or the next call).
     pub fn new_objects(&mut self) -> Vec<NewObject> {
+        if matches!(self.kind, Kind::Binary { .. }) {
+            return self.replaced_binary();
+        }
         let Target::Pid(pid) = self.target() else {
             return vec![];
         };
-        if Instant::now() < self.next_maps_poll {
+        if pid == 0 {
+            return vec![];
+        }
+        let exec = self
+            .exec
+            .seen(pid, child_of(&mut self.kind))
+            .map(|missed| Cause::Exec { missed });
+        if exec.is_none() && Instant::now() < self.next_maps_poll {
             return vec![];
         }
         self.next_maps_poll = Instant::now() + MAPS_POLL;
         let Ok(maps) = read_maps(pid) else {
             return vec![]; // gone: the caller notices
         };
+        if exec.is_some() {
+            // Only the thread that executed is left.
+            let now: BTreeSet<u32> = process_threads(pid)
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            self.threads.retain(|t| now.contains(t));
+        }
+        // At the exec stop only the program and its interpreter are
+        // mapped: the libraries it will load are read now too.
+        let libraries = exec.as_ref().map_or(vec![], |_| exec_libraries(pid));
+        let cause = exec.unwrap_or(Cause::Mapped);
         let mut found = vec![];
         for m in maps {
-            if m.inode == 0 || !m.path.starts_with('/') || !self.seen_files.insert(m.inode) {
+            if !self.seen_files.insert(m.inode) {
                 continue;
             }
-            let open_path = PathBuf::from(format!("/proc/{pid}/root{}", m.path));
+            let open_path = object_path(pid, &m);
+            let shown = m.shown();
             let probes = match read_file_probes(&open_path) {
                 Ok(p) => p,
                 Err(e) if e.is_not_elf() => continue,
@@ -449,28 +543,99 @@ impl Session {
                 {
                     continue
                 }
+                // The process ended (or executed again) meanwhile: the
+                // caller notices, or the next look finds the new program.
+                Err(_) if !process_alive(pid) || !std::fs::exists(&open_path).unwrap_or(true) => {
+                    self.seen_files.remove(&m.inode);
+                    continue;
+                }
                 Err(error) => {
                     self.notices.push(Notice::Unreadable {
-                        path: m.path.into(),
+                        path: shown.into(),
                         error,
                     });
                     continue;
                 }
             };
-            self.notices.extend(skipped(Path::new(&m.path), &probes));
-            let sites: Vec<Site> = probes.sites.into_iter().filter(|s| self.wants(s)).collect();
-            let sites = self.hold_back(&open_path, Path::new(&m.path), sites);
-            if !sites.is_empty() {
-                self.machines.push(probes.machine);
-                self.objects.push((open_path.clone(), sites.clone()));
-                found.push(NewObject {
-                    open_path,
-                    mapped: m.path,
-                    sites,
-                });
+            found.extend(self.found(open_path, shown, probes, &cause));
+        }
+        for (open_path, shown) in libraries {
+            let new = std::fs::metadata(&open_path).is_ok_and(|m| self.seen_files.insert(m.ino()));
+            if let (true, Ok(probes)) = (new, read_file_probes(&open_path)) {
+                found.extend(self.found(open_path, shown, probes, &cause));
             }
         }
         found
+    }
+
+    /// An object found after the start, if it has sites the globs match:
+    /// it joins [`Session::objects`].
+    fn found(
+        &mut self,
+        open_path: PathBuf,
+        shown: String,
+        probes: ElfProbes,
+        cause: &Cause,
+    ) -> Option<NewObject> {
+        self.notices.extend(skipped(Path::new(&shown), &probes));
+        let sites: Vec<Site> = probes.sites.into_iter().filter(|s| self.wants(s)).collect();
+        let sites = self.hold_back(&open_path, Path::new(&shown), sites);
+        if sites.is_empty() {
+            return None;
+        }
+        self.machines.push(probes.machine);
+        self.objects.push((open_path.clone(), sites.clone()));
+        Some(NewObject {
+            open_path,
+            mapped: shown,
+            sites,
+            cause: cause.clone(),
+        })
+    }
+
+    /// Lets a process stopped at an exec go on: call it once the new
+    /// objects [`Session::new_objects`] returned are attached.
+    pub fn resume(&mut self) {
+        self.exec.resume(child_of(&mut self.kind));
+    }
+
+    /// A new file at the path of a binary whose every process is traced
+    /// (looked at every 100 ms): read, kept open and returned, unless
+    /// seen before.
+    fn replaced_binary(&mut self) -> Vec<NewObject> {
+        let Kind::Binary { watched, .. } = &self.kind else {
+            return vec![];
+        };
+        if Instant::now() < self.next_maps_poll {
+            return vec![];
+        }
+        self.next_maps_poll = Instant::now() + MAPS_POLL;
+        // Gone, or not complete yet: the next look.
+        let Ok(file) = File::open(watched) else {
+            return vec![];
+        };
+        let shown = watched.to_string_lossy().into_owned();
+        match file.metadata() {
+            Ok(meta) if meta.is_file() && self.seen_files.insert(meta.ino()) => {}
+            _ => return vec![],
+        }
+        // This very inode, whatever the path leads to by the time the
+        // kernel attaches.
+        let open_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        let probes = match read_file_probes(&open_path) {
+            Ok(p) => p,
+            Err(error) => {
+                self.notices.push(Notice::Unreadable {
+                    path: watched.clone(),
+                    error,
+                });
+                return vec![];
+            }
+        };
+        self.replacements.push(file);
+        self.found(open_path, shown, probes, &Cause::Replaced)
+            .into_iter()
+            .collect()
     }
 
     /// The inodes of the objects found so far: mapped files with these
@@ -499,6 +664,14 @@ impl Drop for Session {
                 child.kill();
             }
         }
+    }
+}
+
+/// The command of a session, once spawned.
+fn child_of(kind: &mut Kind) -> Option<&mut PausedCommand> {
+    match kind {
+        Kind::Command { child, .. } => child.as_mut(),
+        _ => None,
     }
 }
 
@@ -535,6 +708,60 @@ mod tests {
         drop(session);
         // Killed and reaped: no such process any more.
         assert!(!crate::process_alive(pid));
+    }
+
+    #[test]
+    fn a_followed_command_is_let_go_at_each_exec() {
+        use crate::ExitStatus;
+        let argv = ["sh", "-c", "exec sh -c 'exit 3'"].map(OsString::from);
+        // Polled: held at each exec until the next look or `resume`.
+        let mut session = Session::command(&argv).unwrap().follow_exec();
+        session.spawn().unwrap();
+        session.start().unwrap();
+        let status = loop {
+            if let Some(s) = session.child().unwrap().try_wait().unwrap() {
+                break s;
+            }
+            let _ = session.new_objects();
+            session.resume();
+        };
+        assert_eq!(status, ExitStatus::Code(3));
+        // Waited for: let go at each stop.
+        let mut session = Session::command(&argv).unwrap().follow_exec();
+        session.spawn().unwrap();
+        session.start().unwrap();
+        assert_eq!(
+            session.child().unwrap().wait().unwrap(),
+            ExitStatus::Code(3)
+        );
+    }
+
+    #[test]
+    fn a_followed_command_gets_its_signals_while_the_session_looks_away() {
+        use crate::ExitStatus;
+        let script = "trap 'exit 4' USR1; sleep 0.5; kill -USR1 $$; sleep 10";
+        let argv = ["sh", "-c", script].map(OsString::from);
+        let mut session = Session::command(&argv).unwrap().follow_exec();
+        let pid = session.spawn().unwrap();
+        session.start().unwrap();
+        // Its exec waits for the session to look.
+        for _ in 0..10 {
+            assert_eq!(session.child().unwrap().try_wait().unwrap(), None);
+            let _ = session.new_objects();
+            session.resume();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Its signal stops are let go by the tracer's thread, with no
+        // new_objects or try_wait meanwhile: it ends by itself.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while crate::process_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!crate::process_alive(pid), "still stopped");
+        assert_eq!(
+            session.child().unwrap().wait().unwrap(),
+            ExitStatus::Code(4)
+        );
     }
 
     #[test]

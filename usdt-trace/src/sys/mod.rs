@@ -12,6 +12,8 @@
 //! - [`mem`]: `mmap(2)` and `munmap(2)` of ring buffers.
 //! - [`process`]: `fork`, `pipe2`, `waitpid`, `kill`, `poll`, `read`,
 //!   `write` and `process_vm_readv`.
+//! - [`ptrace`]: `ptrace(2)`, only to be stopped at a traced process's
+//!   `exec` (`PTRACE_SEIZE` with `PTRACE_O_TRACEEXEC`) and to let it go on.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -22,6 +24,7 @@ pub(crate) mod fake;
 pub(crate) mod mem;
 pub(crate) mod perf;
 pub(crate) mod process;
+pub(crate) mod ptrace;
 
 /// A system call that failed: which one, and the kernel's answer.
 #[derive(Debug)]
@@ -132,6 +135,13 @@ pub(crate) enum Syscall<'a> {
         fds: &'a mut [libc::pollfd],
         timeout_ms: libc::c_int,
     },
+    /// `ptrace(request, pid, NULL, data)`, for the requests that take no
+    /// pointer (`data` is an option mask or a signal number).
+    Ptrace {
+        request: ptrace::Request,
+        pid: libc::pid_t,
+        data: libc::c_ulong,
+    },
 }
 
 impl Syscall<'_> {
@@ -151,6 +161,7 @@ impl Syscall<'_> {
             Syscall::Pipe { .. } => "pipe2",
             Syscall::Waitpid { .. } => "waitpid",
             Syscall::Poll { .. } => "poll",
+            Syscall::Ptrace { request, .. } => request.name(),
         }
     }
 }
@@ -230,6 +241,12 @@ pub(crate) unsafe fn syscall(call: Syscall<'_>) -> Result<i64, SyscallError> {
             Syscall::Poll { fds, timeout_ms } => {
                 libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms).into()
             }
+            Syscall::Ptrace { request, pid, data } => libc::ptrace(
+                request.code(),
+                pid,
+                std::ptr::null_mut::<libc::c_void>(),
+                data,
+            ),
         }
     };
     if ret < 0 {
