@@ -221,6 +221,20 @@ pub(crate) struct TargetArgs {
     pub(crate) command: Vec<OsString>,
 }
 
+/// `--attach` and `--force-sites`, as every command that attaches takes
+/// them.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub(crate) struct SiteArgs {
+    /// Where on each site the uprobe goes.
+    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
+    pub(crate) attach: Attach,
+    /// Attach sites that are refused otherwise: a Location outside the
+    /// file's code or not on a nop, a semaphore outside its writable data
+    /// (the kernel then writes there all the same).
+    #[arg(long)]
+    pub(crate) force_sites: bool,
+}
+
 /// Where the hits come from: [`TargetArgs`] once clap has checked that
 /// exactly one is given.
 #[derive(Clone, Debug)]
@@ -253,14 +267,9 @@ pub(crate) struct CountArgs {
     /// Also print the counts every SECONDS (0.001 to 86400).
     #[arg(short, long, value_name = "SECONDS", value_parser = parse_interval, allow_hyphen_values = true)]
     pub(crate) interval: Option<Duration>,
-    /// Where on each site the uprobe goes.
-    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
-    pub(crate) attach: Attach,
-    /// Attach sites that are refused otherwise: a Location outside the
-    /// file's code or not on a nop, a semaphore outside its writable data
-    /// (the kernel then writes there all the same).
-    #[arg(long)]
-    pub(crate) force_sites: bool,
+    /// Where and whether each site gets its uprobe.
+    #[command(flatten)]
+    pub(crate) sites: SiteArgs,
     /// What counts (default: $USDT_COUNT_ENGINE, else auto).
     #[arg(long, value_enum, value_name = "ENGINE")]
     pub(crate) engine: Option<Engine>,
@@ -310,14 +319,9 @@ pub(crate) struct LatencyArgs {
     /// Stop after SECONDS and print the histogram.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
-    /// Where on each site the uprobe goes.
-    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
-    pub(crate) attach: Attach,
-    /// Attach sites that are refused otherwise: a Location outside the
-    /// file's code or not on a nop, a semaphore outside its writable data
-    /// (the kernel then writes there all the same).
-    #[arg(long)]
-    pub(crate) force_sites: bool,
+    /// Where and whether each site gets its uprobe.
+    #[command(flatten)]
+    pub(crate) sites: SiteArgs,
     /// The process, binary or command whose probes are used.
     #[command(flatten)]
     pub(crate) target: TargetArgs,
@@ -341,14 +345,9 @@ pub(crate) struct HistArgs {
     /// Stop after SECONDS and print the histogram.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
-    /// Where on each site the uprobe goes.
-    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
-    pub(crate) attach: Attach,
-    /// Attach sites that are refused otherwise: a Location outside the
-    /// file's code or not on a nop, a semaphore outside its writable data
-    /// (the kernel then writes there all the same).
-    #[arg(long)]
-    pub(crate) force_sites: bool,
+    /// Where and whether each site gets its uprobe.
+    #[command(flatten)]
+    pub(crate) sites: SiteArgs,
     /// The process, binary or command whose probes are used.
     #[command(flatten)]
     pub(crate) target: TargetArgs,
@@ -368,14 +367,9 @@ pub(crate) struct ServeArgs {
     /// by default; argN or a parameter name); repeatable.
     #[arg(long, value_name = "START,END[,KEY]", value_parser = parse_latency_option)]
     pub(crate) latency: Vec<(String, String, Option<String>)>,
-    /// Where on each site the uprobe goes.
-    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
-    pub(crate) attach: Attach,
-    /// Attach sites that are refused otherwise: a Location outside the
-    /// file's code or not on a nop, a semaphore outside its writable data
-    /// (the kernel then writes there all the same).
-    #[arg(long)]
-    pub(crate) force_sites: bool,
+    /// Where and whether each site gets its uprobe.
+    #[command(flatten)]
+    pub(crate) sites: SiteArgs,
     /// Stop after SECONDS.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
@@ -424,14 +418,9 @@ pub(crate) struct TraceArgs {
     /// Stop after N hits (the command then runs on, untraced).
     #[arg(long, value_name = "N", value_parser = parse_limit, allow_hyphen_values = true)]
     pub(crate) limit: Option<u64>,
-    /// Where on each site the uprobe goes.
-    #[arg(long, value_enum, value_name = "POINT", default_value_t)]
-    pub(crate) attach: Attach,
-    /// Attach sites that are refused otherwise: a Location outside the
-    /// file's code or not on a nop, a semaphore outside its writable data
-    /// (the kernel then writes there all the same).
-    #[arg(long)]
-    pub(crate) force_sites: bool,
+    /// Where and whether each site gets its uprobe.
+    #[command(flatten)]
+    pub(crate) sites: SiteArgs,
     /// Read memory operands from the stack copy of each sample instead of
     /// having the kernel or the BPF program read them at the hit (with perf
     /// events: tracefs uprobe events do).

@@ -56,12 +56,12 @@ pub(crate) fn count_by(args: CountArgs, arg: String) -> Result<i32, CliError> {
         globs: args.globs,
         arg,
         string: args.string,
-        point: args.attach.into(),
+        point: args.sites.attach.into(),
         agg: None,
     };
     let code = run(
         &place,
-        args.force_sites,
+        args.sites.force_sites,
         &mut c,
         args.duration,
         &|n, name| {

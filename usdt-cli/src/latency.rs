@@ -158,10 +158,10 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
     check_probe(&args.end)?;
     let place = args.target.place();
     let key = KeyArg::parse(args.key.as_deref());
-    let mut lat = LatencyAgg::new(&args.start, &args.end, key, args.attach.into());
+    let mut lat = LatencyAgg::new(&args.start, &args.end, key, args.sites.attach.into());
     let code = run(
         &place,
-        args.force_sites,
+        args.sites.force_sites,
         &mut lat,
         args.duration,
         &|n, name| eprintln!("usdt: timing {n} sites of {name}; Ctrl-C prints the histogram"),
@@ -337,13 +337,13 @@ pub(crate) fn hist(args: HistArgs) -> Result<i32, CliError> {
     let mut h = HistAgg {
         glob: args.probe,
         arg: args.arg,
-        point: args.attach.into(),
+        point: args.sites.attach.into(),
         agg: None,
         signed: false,
     };
     let code = run(
         &place,
-        args.force_sites,
+        args.sites.force_sites,
         &mut h,
         args.duration,
         &|n, name| {

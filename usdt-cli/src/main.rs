@@ -144,8 +144,8 @@ impl From<CountArgs> for Opts {
         Opts {
             place: a.target.place(),
             interval: a.interval,
-            attach: a.attach.into(),
-            force_sites: a.force_sites,
+            attach: a.sites.attach.into(),
+            force_sites: a.sites.force_sites,
             operands: a.globs,
             strings: vec![],
             json: false,
@@ -163,8 +163,8 @@ impl From<TraceArgs> for Opts {
         Opts {
             place: a.target.place(),
             interval: None,
-            attach: a.attach.into(),
-            force_sites: a.force_sites,
+            attach: a.sites.attach.into(),
+            force_sites: a.sites.force_sites,
             operands: a.globs,
             strings: a.strings,
             json: a.json,

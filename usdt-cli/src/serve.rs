@@ -208,7 +208,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<i32, CliError> {
             return Ok(2);
         }
     };
-    let point: AttachPoint = args.attach.into();
+    let point: AttachPoint = args.sites.attach.into();
     let latencies = args
         .latency
         .iter()
@@ -229,7 +229,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<i32, CliError> {
     let shown = address.clone();
     let code = run(
         &place,
-        args.force_sites,
+        args.sites.force_sites,
         &mut serving,
         args.duration,
         &|n, name| {

@@ -260,15 +260,16 @@ impl<'o> Tracing<'o> {
             self.out.flush();
         }
         if interrupted().is_some() {
-            // Detach first, then print what the rings held (not decoded
-            // when stdout took nothing more).
-            let mut hits = vec![];
+            // Detach first, then print what came after the signal and what
+            // the rings held (not decoded when stdout took nothing more).
+            let mut hits = std::mem::take(&mut self.out.held);
             if !self.out.done() {
                 self.sampler.drain(|hit| hits.push(hit));
             }
             let lost = Lost::of(&self.sampler);
             self.sampler.detach();
             crate::output::detached();
+            self.out.detached = true;
             for hit in &hits {
                 self.out.hit(hit);
             }
@@ -388,6 +389,11 @@ struct Output {
     line: Vec<u8>,
     /// Recorded probes print `name=value` by kind.
     sigs: Signatures,
+    /// Hits that came after a signal, before the probes were detached:
+    /// printed once they are.
+    held: Vec<Hit>,
+    /// Whether the probes are detached after a signal.
+    detached: bool,
 }
 
 impl Output {
@@ -401,7 +407,15 @@ impl Output {
             start_ns: None,
             line: Vec::with_capacity(256),
             sigs,
+            held: vec![],
+            detached: false,
         }
+    }
+
+    /// Whether output waits until the probes are detached: after a
+    /// signal, nothing is written while they are attached.
+    fn holding(&self) -> bool {
+        interrupted().is_some() && !self.detached
     }
 
     fn done(&self) -> bool {
@@ -412,14 +426,24 @@ impl Output {
         if self.done() {
             return;
         }
+        if self.holding() {
+            self.held.push(hit.clone());
+            return;
+        }
         let result = if self.json {
             self.json_line(hit)
         } else {
             self.text_line(hit)
         };
-        self.printed += 1;
-        if result.is_err() {
-            self.broken = true;
+        match result {
+            Ok(()) => self.printed += 1,
+            // The signal came while this line waited for stdout: it is
+            // printed once the probes are detached.
+            Err(e) if crate::output::abandoned(&e) && !self.detached => self.held.push(hit.clone()),
+            Err(_) => {
+                self.printed += 1;
+                self.broken = true;
+            }
         }
     }
 
@@ -481,7 +505,7 @@ impl Output {
     }
 
     fn flush(&mut self) {
-        if self.out.flush().is_err() {
+        if !self.holding() && self.out.flush().is_err() {
             self.broken = true;
         }
     }
