@@ -101,13 +101,15 @@ fn child(fork: &Value) -> String {
 }
 
 /// The table's columns given once per layout: the default attach, whether
-/// Location + 1 got optimized, a forked child's fate under `--attach next`,
-/// and the traced rate at Location + 1 (M/s).
+/// the long nop (`--attach next`: Location + 1, or + 6 for the nop10 of
+/// `nop; nop5; nop10` on the kernels that optimize nop10) got optimized, a
+/// forked child's fate under `--attach next`, and the traced rate there
+/// (M/s).
 const PER_LAYOUT: [(&str, LayoutCell); 4] = [
     ("auto", |r, l| cell(&r["default_attach"][l])),
     ("opt", |r, l| cell(&r["optimized"][l])),
     ("next: child", |r, l| child(&r["fork"][l]["next"])),
-    ("M/s +1", |r, l| cell(&r["rows"][format!("{l}-forced")])),
+    ("M/s next", |r, l| cell(&r["rows"][format!("{l}-forced")])),
 ];
 
 /// A row's cell for one layout.
