@@ -34,10 +34,10 @@ impl Session {
     }
 
     /// Attaches sites whose check refused them all the same (see
-    /// [`SiteCheck`]): their Location need not be a nop in the file's code,
+    /// [`SiteCheck`](crate::SiteCheck)): their Location need not be a nop in the file's code,
     /// nor their semaphore in its writable data, and the kernel writes
     /// there whatever it is. Off by default: such a site is left out, and
-    /// said as a [`Notice::Refused`].
+    /// said as a [`Notice::Refused`](super::Notice::Refused).
     pub fn force_sites(mut self, force: bool) -> Session {
         self.force_sites = force;
         if force {
