@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     );
     if let Ok(probes) = read_probes(&elf) {
         for site in probes.sites {
-            assert!(site.bytes.len() <= 11);
+            assert!(site.bytes.len() <= usdt_trace::SITE_BYTES);
             assert!(site.location_offset.is_none_or(|o| o < elf.len() as u64));
             // A symbol is resolved or says why it cannot be.
             for arg in &site.args {
