@@ -82,24 +82,37 @@ impl Site {
         format!("{}:{}", self.provider, self.name)
     }
 
+    /// A site `p:n` of `layout` at 0x1000, without arguments, for unit
+    /// tests.
+    #[cfg(test)]
+    pub(crate) fn at_0x1000(layout: SiteLayout) -> Site {
+        Site {
+            provider: "p".into(),
+            name: "n".into(),
+            location: 0x1000,
+            location_offset: Some(0x1000),
+            note_base: 0,
+            stapsdt_base: None,
+            semaphore: None,
+            semaphore_offset: None,
+            args_text: String::new(),
+            args: vec![],
+            layout,
+            bytes: vec![],
+            check: Default::default(),
+        }
+    }
+
     /// A site `p:n` at 0 with the arguments `args` of `machine`, for unit
     /// tests.
     #[cfg(test)]
     pub(crate) fn with_args(args: &str, machine: Machine) -> Site {
         Site {
-            provider: "p".into(),
-            name: "n".into(),
             location: 0,
             location_offset: Some(0),
-            note_base: 0,
-            stapsdt_base: None,
-            semaphore: None,
-            semaphore_offset: None,
             args_text: args.into(),
             args: crate::parse_args(args, machine).unwrap(),
-            layout: SiteLayout::Nop,
-            bytes: vec![],
-            check: Default::default(),
+            ..Site::at_0x1000(SiteLayout::Nop)
         }
     }
 

@@ -284,21 +284,7 @@ mod tests {
     use super::*;
 
     fn site(layout: SiteLayout) -> Site {
-        Site {
-            provider: "p".into(),
-            name: "n".into(),
-            location: 0x1000,
-            location_offset: Some(0x1000),
-            note_base: 0,
-            stapsdt_base: None,
-            semaphore: None,
-            semaphore_offset: None,
-            args_text: String::new(),
-            args: vec![],
-            layout,
-            bytes: vec![],
-            check: Default::default(),
-        }
+        Site::at_0x1000(layout)
     }
 
     fn kernel(uprobe_syscall: UprobeSyscall) -> KernelFeatures {

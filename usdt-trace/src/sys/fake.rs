@@ -35,21 +35,7 @@ mod tests {
     use crate::{AttachCause, AttachPoint, Error, KernelFeatures, Site, SiteLayout, Target};
 
     fn site() -> Site {
-        Site {
-            provider: "p".into(),
-            name: "n".into(),
-            location: 0x1000,
-            location_offset: Some(0x1000),
-            note_base: 0,
-            stapsdt_base: None,
-            semaphore: None,
-            semaphore_offset: None,
-            args_text: String::new(),
-            args: vec![],
-            layout: SiteLayout::NopNop5,
-            bytes: vec![],
-            check: Default::default(),
-        }
+        Site::at_0x1000(SiteLayout::NopNop5)
     }
 
     fn features() -> KernelFeatures {
