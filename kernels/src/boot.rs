@@ -132,15 +132,32 @@ pub fn boot(
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2);
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let (status, seconds) = run_machine(&mut cmd, "vng", timeout)?;
+    Ok(Boot {
+        status,
+        console,
+        seconds,
+    })
+}
+
+/// Runs `cmd` (a machine: vng, or qemu itself) as the leader of its own
+/// process group for at most `timeout`, then kills the whole group (the
+/// qemu a vng started too); its status (`timeout` when killed) and the
+/// seconds it took. `name` names it in an error.
+pub(crate) fn run_machine(
+    cmd: &mut Command,
+    name: &str,
+    timeout: Duration,
+) -> Result<(String, f64), String> {
+    std::os::unix::process::CommandExt::process_group(cmd, 0);
     let start = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run vng: {e}"))?;
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run {name}: {e}"))?;
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break format!("{s}"),
             Ok(None) if start.elapsed() > timeout => {
                 // SAFETY: the child leads its own process group (process_group(0)):
-                // this ends vng and the qemu it started, nothing else.
+                // this ends it and what it started, nothing else.
                 unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
                 let _ = child.wait();
                 break "timeout".into();
@@ -149,11 +166,7 @@ pub fn boot(
             Err(e) => break format!("wait: {e}"),
         }
     };
-    Ok(Boot {
-        status,
-        console,
-        seconds: start.elapsed().as_secs_f64(),
-    })
+    Ok((status, start.elapsed().as_secs_f64()))
 }
 
 /// The command as one shell line, each word single-quoted.

@@ -370,30 +370,10 @@ fn count_check(
     engine: &str,
     log: &mut Vec<String>,
 ) -> Value {
-    let o = run(
-        &plan.usdt,
-        &[
-            "count",
-            "--engine",
-            engine,
-            "--",
-            &demo.to_string_lossy(),
-            "5",
-        ],
-        "",
-        plan.timeout,
-    );
-    logged(
-        log,
-        format!("usdt count --engine {engine} -- demo 5 ({layout})"),
-        &o,
-    );
     let want = ["http:request_done 5", "http:request_start 5", "http:tick 5"];
-    let exact = o.ok()
-        && want
-            .iter()
-            .all(|w| o.stdout.lines().any(|l| l.trim() == *w));
-    json!({ "tool": "usdt count", "engine": engine, "layout": layout, "status": o.status, "exact": exact })
+    demo_check(plan, demo, layout, engine, &["count"], "5", log, |out| {
+        want.iter().all(|w| out.lines().any(|l| l.trim() == *w))
+    })
 }
 
 /// c. `usdt trace --json --engine E -- demo 3`: nine hits, each with its
@@ -405,27 +385,43 @@ fn trace_check(
     engine: &str,
     log: &mut Vec<String>,
 ) -> Value {
-    let o = run(
-        &plan.usdt,
-        &[
-            "trace",
-            "--json",
-            "--engine",
-            engine,
-            "--",
-            &demo.to_string_lossy(),
-            "3",
-        ],
-        "",
-        plan.timeout,
-    );
+    demo_check(
+        plan,
+        demo,
+        layout,
+        engine,
+        &["trace", "--json"],
+        "3",
+        log,
+        |out| trace_exact(out, 3),
+    )
+}
+
+/// `usdt COMMAND... --engine E -- demo N`, logged; exact when it exits 0
+/// and `exact` takes its stdout.
+#[allow(clippy::too_many_arguments)]
+fn demo_check(
+    plan: &Plan,
+    demo: &Path,
+    layout: &str,
+    engine: &str,
+    command: &[&str],
+    n: &str,
+    log: &mut Vec<String>,
+    exact: impl Fn(&str) -> bool,
+) -> Value {
+    let demo = demo.to_string_lossy();
+    let mut args = command.to_vec();
+    args.extend(["--engine", engine, "--", &demo, n]);
+    let o = run(&plan.usdt, &args, "", plan.timeout);
+    let what = command.join(" ");
     logged(
         log,
-        format!("usdt trace --json --engine {engine} -- demo 3 ({layout})"),
+        format!("usdt {what} --engine {engine} -- demo {n} ({layout})"),
         &o,
     );
-    let exact = o.ok() && trace_exact(&o.stdout, 3);
-    json!({ "tool": "usdt trace", "engine": engine, "layout": layout, "status": o.status, "exact": exact })
+    let exact = o.ok() && exact(&o.stdout);
+    json!({ "tool": format!("usdt {}", command[0]), "engine": engine, "layout": layout, "status": o.status, "exact": exact })
 }
 
 /// Whether `usdt trace --json` output of `demo N` has every hit with its

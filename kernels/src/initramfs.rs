@@ -22,7 +22,7 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::boot::{shell_line, Accel, Boot};
 use crate::build::Binaries;
@@ -509,24 +509,7 @@ pub fn boot(
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2);
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run qemu-system-x86_64: {e}"))?;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break format!("{s}"),
-            Ok(None) if start.elapsed() > timeout => {
-                // SAFETY: the child leads its own process group.
-                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-                let _ = child.wait();
-                break "timeout".into();
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(200)),
-            Err(e) => break format!("wait: {e}"),
-        }
-    };
+    let (status, seconds) = crate::boot::run_machine(&mut cmd, "qemu-system-x86_64", timeout)?;
     if let Some(r) = std::fs::read_to_string(&serial)
         .ok()
         .and_then(|s| result_from_serial(&s))
@@ -536,7 +519,7 @@ pub fn boot(
     Ok(Boot {
         status,
         console,
-        seconds: start.elapsed().as_secs_f64(),
+        seconds,
     })
 }
 
