@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use usdt_trace::AttachPoint;
-
-use crate::count_engine::Engine;
+use usdt_trace::{AttachPoint, EngineChoice};
 
 /// `usdt`: list the USDT probes of a binary or process, count their hits,
 /// trace them with their arguments, and say what the kernel can do for them.
@@ -272,7 +270,7 @@ pub(crate) struct CountArgs {
     pub(crate) sites: SiteArgs,
     /// What counts (default: $USDT_COUNT_ENGINE, else auto).
     #[arg(long, value_enum, value_name = "ENGINE")]
-    pub(crate) engine: Option<Engine>,
+    pub(crate) engine: Option<EngineChoice>,
     /// Stop after SECONDS and print the counts.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
@@ -429,7 +427,7 @@ pub(crate) struct TraceArgs {
     pub(crate) no_kernel_fetch: bool,
     /// What samples (default: $USDT_TRACE_ENGINE, else auto).
     #[arg(long, value_enum, value_name = "ENGINE")]
-    pub(crate) engine: Option<Engine>,
+    pub(crate) engine: Option<EngineChoice>,
     /// The probes to trace (provider:name, with * and ?); none: every probe.
     #[arg(value_name = "PROBE-GLOB")]
     pub(crate) globs: Vec<String>,

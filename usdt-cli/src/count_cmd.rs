@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use usdt_trace::{escape_name, process_alive, Counter, Picked, Session, Target};
 
 use crate::args::CountArgs;
-use crate::count_engine::{Engine, ENGINE_ENV};
+use crate::count_engine::{self, ENGINE_ENV};
 use crate::error::CliError;
 use crate::{
     catch_signals, finish_command, interrupted, open_session, print_notices, raise_fd_limit,
@@ -24,12 +24,12 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
     let what = session_name(&session);
     let matched = select(&session, &opts.operands, &what)?;
     warn_next(opts.attach, session.objects(), &opts.operands);
-    let engine = Engine::chosen(opts.engine, ENGINE_ENV)?;
+    let engine = count_engine::chosen(opts.engine, ENGINE_ENV)?;
     let command = session.exec_path().is_some();
     if command {
         session.spawn()?;
     }
-    let picked = engine.for_counting(session.target());
+    let picked = count_engine::for_counting(engine, session.target());
     // A command not started is killed when the session is dropped.
     let Some(counter) = attach(&picked, &session, &opts)? else {
         return Ok(interrupted().map_or(130, |sig| 128 + sig));

@@ -39,7 +39,6 @@ mod typed;
 
 use args::{Cli, Command, CountArgs, ListArgs, Place, TraceArgs};
 use closest::closest;
-use count_engine::Engine;
 use error::CliError;
 pub(crate) use output::{catch_signals, interrupted};
 
@@ -132,7 +131,7 @@ struct Opts {
     limit: Option<u64>,
     no_kernel_fetch: bool,
     /// `count --engine`, `trace --engine`.
-    engine: Option<Engine>,
+    engine: Option<usdt_trace::EngineChoice>,
     /// `count --duration`.
     duration: Option<Duration>,
     /// `--force-sites`: attach the sites the check refuses too.

@@ -6,12 +6,12 @@ use std::time::Duration;
 use std::path::Path;
 
 use usdt_trace::{
-    escape_name, process_alive, process_threads, Error, Hit, Machine, Objects, Picked, Sampler,
-    Session, Signatures, Site, Target, Value,
+    escape_name, process_alive, process_threads, EngineChoice, EngineKind, Error, Hit, Machine,
+    Objects, Picked, Sampler, Session, Signatures, Site, Target, Value,
 };
 
 use crate::args::TraceArgs;
-use crate::count_engine::{Engine, TRACE_ENGINE_ENV};
+use crate::count_engine::{self, TRACE_ENGINE_ENV};
 use crate::error::CliError;
 use crate::output::Stdout;
 use crate::{
@@ -73,11 +73,11 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
 /// BPF where the kernel and the files' machines have it (and perf with
 /// `--no-kernel-fetch`, which asks for perf's stack copies).
 fn engine_for(opts: &Opts, machines: &[Machine]) -> Result<Picked, CliError> {
-    let engine = match Engine::chosen(opts.engine, TRACE_ENGINE_ENV)? {
-        Engine::Auto if opts.no_kernel_fetch => Engine::Perf,
+    let engine = match count_engine::chosen(opts.engine, TRACE_ENGINE_ENV)? {
+        EngineChoice::Auto if opts.no_kernel_fetch => EngineChoice::Perf,
         engine => engine,
     };
-    Ok(engine.for_sampling(machines))
+    Ok(count_engine::for_sampling(engine, machines))
 }
 
 /// Each `--str` must name an argument of some traced probe.
@@ -150,7 +150,7 @@ impl<'o> Tracing<'o> {
             pid,
             sampler,
             out: Output::new(opts, sigs),
-            per_thread: !picked.bpf && pid != 0,
+            per_thread: picked.first() != Some(EngineKind::Bpf) && pid != 0,
             session,
         }
     }

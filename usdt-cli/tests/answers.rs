@@ -1,11 +1,13 @@
 //! `usdt latency`, `usdt hist` and `usdt count --by`, aggregated in the
 //! kernel, against programs that say what they did: the latency example
 //! (start and done of one request on two threads, 1 ms and 8 ms apart in
-//! turn) and `traced` (known counts and argument values). Needs root and
-//! BPF uprobe_multi links (Linux 6.6+, x86-64).
+//! turn) and `traced` (known counts and argument values); an argument the
+//! kernel cannot aggregate (a C program's float) is refused in one
+//! sentence. Needs root and BPF uprobe_multi links (Linux 6.6+, x86-64).
 
+use usdt_test_support::c::build_c;
 use usdt_test_support::cli::example;
-use usdt_test_support::{ready, ROOT};
+use usdt_test_support::{ready, ROOT, SDT};
 
 use std::process::{Command, Output};
 
@@ -241,6 +243,29 @@ fn hist_puts_each_value_in_its_power_of_two() {
             "path of lat:route is not an integer; `usdt count --by path` counts its values"
         ),
         "{err}"
+    );
+}
+
+/// A note's floating-point operand (gcc -O2 puts `float f` in `%edx`:
+/// `4f@%edx`) has no signature record to refuse it by, so the kernel side
+/// refuses it, and the user reads one sentence.
+#[test]
+fn hist_refuses_a_floating_point_argument_in_one_sentence() {
+    if !ready(&[ROOT, SDT]) {
+        return;
+    }
+    let program = build_c("operands", &["operands.c"], &[]);
+    let out = usdt(&[
+        "hist",
+        "ops:floats",
+        "arg0",
+        "--",
+        program.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "usdt: cannot aggregate arg0 of ops:floats (4f@%edx) in the kernel: it is a floating-point value\n"
     );
 }
 

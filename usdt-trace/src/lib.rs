@@ -1,7 +1,8 @@
 //! The consumer side of `usdt`: read USDT probe notes (SystemTap SDT,
 //! `.note.stapsdt`) from ELF files and running processes, attach uprobes to
-//! their sites with `perf_event_open`, count hits, and sample them with every
-//! argument decoded (no BPF).
+//! their sites with `perf_event_open` or BPF uprobe_multi links, count hits,
+//! sample them with every argument decoded, and aggregate them in the
+//! kernel.
 //!
 //! This crate is for tracers, tests and operators; applications with probes
 //! depend on `usdt` only. The `usdt` command (package usdt-cli) has
@@ -16,9 +17,14 @@
 //!   whose Location is not a known nop in the file's code, or whose
 //!   semaphore is not in its writable data, is refused by every engine
 //!   unless [forced](Site::force).
+//! - Kernel facts: [`caps`] finds once what this kernel and machine can do
+//!   ([`KernelFeatures`], BPF uprobe_multi links, the fork self-test
+//!   [`fork_test`] and the speed self-test [`speed_test`]);
+//!   [`Caps::report`] is the whole of it as one serde type
+//!   ([`FeatureReport`], `usdt features --json`).
 //! - Attaching: a [`PerfCounter`] opens one uprobe perf event per site (per CPU for
-//!   [`Target::AllProcesses`]) at the [`AttachPoint`] chosen from
-//!   [`KernelFeatures`] and the fork self-test ([`fork_test`]), with the semaphore's file offset as `ref_ctr_offset`;
+//!   [`Target::AllProcesses`]) at the [`AttachPoint`] the placement picks
+//!   from the kernel facts ([`attach_delta`], [`auto_delta`]), with the semaphore's file offset as `ref_ctr_offset`;
 //!   dropping it detaches and the kernel lowers the semaphores again.
 //! - Counting with BPF (Linux 6.6+): a [`bpf::MultiCounter`] attaches any
 //!   number of sites of a file with one uprobe_multi link and counts the hits
@@ -33,9 +39,11 @@
 //! - Targets: a [`Session`] owns a command, a pid or every process of a
 //!   file, finds their objects, follows new threads and libraries, and
 //!   says what it skipped ([`Notice`]).
-//! - Engines: [`EngineChoice`] (auto, perf, BPF) is decided here, not by
-//!   callers; [`Counter`] counts with the engine picked, and when Auto's
-//!   BPF attach proves unsupported and perf fails too the error says both.
+//! - Engines: each an [`EngineKind`] (BPF, perf); [`EngineChoice`] (auto,
+//!   BPF, perf) is decided here, not by callers, into the engines to try
+//!   in order ([`Picked`]); [`Counter`] counts with the first the kernel
+//!   supports, and when Auto's BPF attach proves unsupported and perf
+//!   fails too the error says both.
 //! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
 //!   thread, time and a stack copy per hit, into a perf ring buffer) and
 //!   decodes each hit's arguments into a [`Hit`] of [`Value`]s; lost samples
@@ -68,9 +76,7 @@
 
 mod aggregate;
 mod arch;
-mod attach;
 mod bpftrace;
-mod caps;
 mod command;
 mod cpus;
 mod elf;
@@ -78,25 +84,22 @@ mod engine;
 mod error;
 mod escape;
 mod exec_watch;
+mod facts;
 mod follow;
 mod glob;
 mod ldso;
+mod placement;
 mod process;
 mod raw;
 mod record;
 mod rewrite;
 mod sample;
-mod selftest;
 mod session;
-mod speedtest;
 mod sys;
 mod typed;
 
 pub use aggregate::{Aggregation, CountedValue, Histogram, LatencyKey};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
-pub use caps::{
-    auto_delta, auto_delta_here, caps, fork_safe, tracefs_root, AutoInputs, Caps, Speed,
-};
 pub use command::{resolve_program, ExitStatus, PausedCommand};
 pub use cpus::online_cpus;
 pub use elf::arg::{
@@ -113,15 +116,23 @@ pub use elf::signature::{
     parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
     BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
-pub use elf::sites::{SiteCheck, SiteRefusal};
+pub use elf::sites::SiteCheck;
 pub use engine::bpf;
 pub use engine::perf::counter::{AttachedSite, PerfCounter};
 pub use engine::perf::tracefs::remove_stale_events;
-pub use engine::{attach_delta, AttachPoint, Counter, EngineChoice, Picked, Target};
-pub use error::{AttachCause, AttachError, Error};
+pub use engine::{Counter, EngineChoice, EngineKind, Picked};
+pub use error::{AttachCause, AttachError, Error, SiteRefusal};
 pub use escape::{escape, escape_name};
+pub use facts::{
+    caps, fork_test, speed_test, tracefs_root, tracer_features, AutoAt, AutoAttach, Caps,
+    FeatureReport, ForkTest, ForkVerdict, OptimizedNop, SpeedRates, SpeedTest, FORK_TEST_CACHE,
+    SPEED_TEST_CACHE,
+};
 pub use glob::glob_match;
 pub use ldso::shared_libraries;
+pub use placement::{
+    attach_delta, auto_delta, auto_delta_here, fork_safe, AttachPoint, AutoInputs, Speed, Target,
+};
 pub use process::{
     load_bias, object_path, process_alive, process_exe, process_threads, read_maps, read_process,
     read_semaphore, MappedObject, Mapping,
@@ -134,9 +145,7 @@ pub use rewrite::{
 pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
-pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
 pub use session::{Cause, NewObject, Notice, Objects, Session};
-pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
 pub use sys::SyscallError;
 pub use typed::{TypedArgs, TypedValue};
 pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};

@@ -47,7 +47,7 @@ use std::time::Duration;
 use crate::elf::note::Site;
 use crate::engine::bpf::sampling::BpfSampling;
 use crate::engine::perf::sampling::PerfSampling;
-use crate::engine::{attach_with, path_cstring, Engine, Picked, SampleSite, Uprobe};
+use crate::engine::{attach_first, path_cstring, Engine, EngineKind, Picked, SampleSite, Uprobe};
 use crate::glob::glob_match;
 use crate::sys::process;
 
@@ -129,11 +129,7 @@ impl Sampler {
             bytes: vec![],
             plans: vec![],
             attached: HashSet::new(),
-            picked: Picked {
-                bpf: false,
-                auto: false,
-                fallback: None,
-            },
+            picked: Picked::only(EngineKind::Perf),
             kernel_fetch: true,
             engine: None,
             unsampled: 0,
@@ -167,19 +163,19 @@ impl Sampler {
     /// ring of [`Sampler::ring_pages`] pages. Hits the full ring could not
     /// take are counted in [`Sampler::lost`].
     pub fn bpf(mut self, on: bool) -> Sampler {
-        self.picked = Picked {
-            bpf: on,
-            auto: false,
-            fallback: None,
-        };
+        self.picked = Picked::only(match on {
+            true => EngineKind::Bpf,
+            false => EngineKind::Perf,
+        });
         self
     }
 
-    /// Samples with the engine `picked` ([`EngineChoice::for_sampling`]):
-    /// as [`Sampler::bpf`] when it picked BPF, else with perf events; an
-    /// automatic BPF attach that the kernel does not support falls back on
-    /// perf at the first attach, and when that fails too the error says
-    /// both (as [`Counter`](crate::Counter) does for counting).
+    /// Samples with the engines `picked` ([`EngineChoice::for_sampling`]),
+    /// the first the kernel supports: as [`Sampler::bpf`] for BPF, else
+    /// with perf events; an automatic BPF attach that the kernel does not
+    /// support falls back on perf at the first attach, and when that fails
+    /// too the error says both (as [`Counter`](crate::Counter) does for
+    /// counting).
     ///
     /// [`EngineChoice::for_sampling`]: crate::EngineChoice::for_sampling
     pub fn engine(mut self, picked: Picked) -> Sampler {
@@ -187,13 +183,18 @@ impl Sampler {
         self
     }
 
-    /// Whether the sampler uses BPF: the engine that attached, or before
-    /// the first attach the one picked ([`Sampler::engine`]).
-    pub fn uses_bpf(&self) -> bool {
+    /// The engine the sampler uses: the one that attached, or before the
+    /// first attach the first picked ([`Sampler::engine`]).
+    pub fn engine_kind(&self) -> Option<EngineKind> {
         match &self.engine {
-            Some(engine) => engine.is_bpf(),
-            None => self.picked.bpf,
+            Some(engine) => Some(engine.kind()),
+            None => self.picked.first(),
         }
+    }
+
+    /// Whether the sampler uses BPF ([`Sampler::engine_kind`]).
+    pub fn uses_bpf(&self) -> bool {
+        self.engine_kind() == Some(EngineKind::Bpf)
     }
 
     /// The data pages of ring buffer per traced target (rounded up to a power
@@ -337,11 +338,10 @@ impl Sampler {
             engine.attach(path, &samples, target)?;
             Ok(engine)
         };
-        let engine = attach_with(
-            &self.picked,
-            || attach(self.bpf_engine()?),
-            || attach(self.perf_engine()),
-        )?;
+        let engine = attach_first(&self.picked.engines, |kind| match kind {
+            EngineKind::Bpf => attach(self.bpf_engine()?),
+            EngineKind::Perf => attach(self.perf_engine()),
+        })?;
         self.engine = Some(engine);
         Ok(())
     }

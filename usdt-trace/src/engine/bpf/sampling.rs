@@ -40,7 +40,7 @@ use super::counter::{link_sites, per_cpu_values};
 use super::program::{create_counter_map, load_program};
 use super::ringbuf::RingBuf;
 use super::BpfError;
-use crate::engine::{Engine, SampleSite};
+use crate::engine::{Engine, EngineKind, SampleSite};
 use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::bpf::{bpf, bpf_fd, MapCreateAttr, MapElemAttr};
 use crate::sys::bpf::{
@@ -571,8 +571,8 @@ impl Engine for BpfSampling {
         vec![self.ring_map.as_raw_fd()]
     }
 
-    fn is_bpf(&self) -> bool {
-        true
+    fn kind(&self) -> EngineKind {
+        EngineKind::Bpf
     }
 
     fn ring_bytes(&self) -> u64 {

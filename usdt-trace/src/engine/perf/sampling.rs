@@ -15,7 +15,7 @@ use super::{attach_error, open_uprobe, perf_event_open};
 use crate::cpus::online_cpus;
 use crate::elf::arg::{Arg, Operand, Reg64};
 use crate::elf::note::Site;
-use crate::engine::{unsupported_registers, Engine, SampleSite, Target, Uprobe};
+use crate::engine::{unsupported_registers, Engine, EngineKind, SampleSite, Target, Uprobe};
 use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::perf::{
     self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
@@ -517,8 +517,8 @@ impl Engine for PerfSampling {
         self.slots.first().map_or(0, |s| s.ring.data_size())
     }
 
-    fn is_bpf(&self) -> bool {
-        false
+    fn kind(&self) -> EngineKind {
+        EngineKind::Perf
     }
 }
 

@@ -74,7 +74,7 @@ static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// The tracefs directory with `uprobe_events`, if any.
 fn root() -> Option<PathBuf> {
-    crate::caps::tracefs_root()
+    crate::facts::tracefs_root()
 }
 
 /// tracefs's name of a 64-bit x86 register.
