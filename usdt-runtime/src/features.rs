@@ -172,7 +172,7 @@ impl KernelFeatures {
     }
 
     /// Whether this kernel optimizes a uprobe on a long nop of a site of
-    /// this layout (the table in the README's "The probe site"): for the
+    /// this layout (the table in docs/site.md, "Where a tracer attaches"): for the
     /// layout it optimizes, and for `nop; nop5; nop10`, which carries both.
     pub fn optimizes(&self, layout: SiteLayout) -> bool {
         self.optimized_offset(layout).is_some()
