@@ -223,7 +223,7 @@ fn requests() {
 /// `*_enabled()` branch once.
 fn lazy() {
     let program = example("lazy");
-    let out = run_ok(&mut Command::new(&program).arg("6"));
+    let out = run_ok(Command::new(&program).arg("6"));
     assert_eq!(stdout(&out), "looked up 6 keys, built arguments 0 times\n");
 
     let out = usdt(&["count", "cache:*"], &program, &["6"]);
