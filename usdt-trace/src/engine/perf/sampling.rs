@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use super::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
 use super::tracefs::{data_loc_string, FetchEvent, FetchPlan, Field};
 use super::{attach_error, open_uprobe, perf_event_open};
+use crate::arch::Arch;
 use crate::cpus::online_cpus;
-use crate::elf::arg::{Arg, Operand, Reg64};
+use crate::elf::arg::{Arg, Operand};
 use crate::elf::note::Site;
 use crate::engine::{unsupported_registers, Engine, SampleSite, Target, Uprobe};
 use crate::raw::{Fetched, Fields, RawHit};
@@ -42,6 +43,7 @@ struct Slot {
 /// What a site's samples carry.
 #[derive(Debug)]
 struct PerfSite {
+    arch: &'static Arch,
     args: usize,
     regs_mask: u64,
     stack_bytes: u32,
@@ -92,7 +94,7 @@ fn raw_hit<'a>(
     if f.u64()? != 0 {
         for n in (0..64u32).filter(|n| site.regs_mask & (1 << n) != 0) {
             let value = f.u64()?;
-            if let Some(reg) = crate::arch::x86_64::by_perf(n) {
+            if let Some(reg) = site.arch.by_perf(n) {
                 raw.regs.push(reg, value);
             }
         }
@@ -108,15 +110,11 @@ fn raw_hit<'a>(
     Some(raw)
 }
 
-/// perf's number of an x86-64 register (this engine samples x86-64
-/// registers only).
-fn perf_reg(reg: Reg64) -> Option<u32> {
-    crate::arch::x86_64::register(reg).map(|r| r.perf)
-}
-
 /// What the perf engine needs to know of a site it samples.
 #[derive(Debug)]
 pub(crate) struct SiteSampling<'a> {
+    /// The registers of the site's machine.
+    pub(crate) arch: &'static Arch,
     pub(crate) args: &'a [Arg],
     /// Which arguments are string pointers.
     pub(crate) strings: &'a [bool],
@@ -132,35 +130,29 @@ pub(crate) struct SiteSampling<'a> {
 
 impl<'a> SiteSampling<'a> {
     /// What the events of `s` sample: the registers its operands name
-    /// (and the stack pointer), and `stack_bytes` of stack for a site that
-    /// reads memory (memory operands, strings, byte slices).
+    /// (and the stack pointer), by the perf numbers of its machine's
+    /// table, and `stack_bytes` of stack for a site that reads memory
+    /// (memory operands, strings, byte slices).
     pub(crate) fn of(s: &SampleSite<'a>, stack_bytes: u32) -> Result<SiteSampling<'a>, Error> {
-        let mut mask = 1u64 << crate::arch::x86_64::PERF_SP;
+        let arch = s.site.machine.arch();
+        let perf = |reg| arch.perf(reg).ok_or_else(|| unsupported_registers(s.site));
+        let mut mask = 1u64 << perf(arch.sp)?;
         let marked = |flags: &[bool]| flags.iter().any(|f| *f);
         let mut memory = marked(s.strings) || marked(s.bytes);
         for arg in s.args {
-            let regs: Vec<Reg64> = match &arg.operand {
-                Operand::Register(r) => vec![r.reg],
-                Operand::Memory { base, .. } => vec![base.reg],
-                Operand::Indexed { base, index, .. } => {
-                    base.iter().chain([index]).map(|r| r.reg).collect()
-                }
-                Operand::Symbol { .. } => vec![Reg64::Rip],
-                Operand::SymbolIndexed { base, index, .. } => base
-                    .iter()
-                    .chain(index)
-                    .map(|r| r.reg)
-                    .chain([Reg64::Rip])
-                    .collect(),
-                Operand::Immediate(_) | Operand::Unreadable { .. } => continue,
-            };
+            if matches!(
+                arg.operand,
+                Operand::Immediate(_) | Operand::Unreadable { .. }
+            ) {
+                continue;
+            }
             memory |= !matches!(arg.operand, Operand::Register(_));
-            for reg in regs {
-                let n = perf_reg(reg).ok_or_else(|| unsupported_registers(s.site))?;
-                mask |= 1 << n;
+            for reg in arch.operand_registers(&arg.operand) {
+                mask |= 1 << perf(reg)?;
             }
         }
         Ok(SiteSampling {
+            arch,
             args: s.args,
             strings: s.strings,
             bytes: s.bytes,
@@ -296,6 +288,7 @@ impl PerfSampling {
         self.sites.insert(
             index,
             PerfSite {
+                arch: plan.arch,
                 args: plan.args.len(),
                 regs_mask: plan.regs_mask,
                 stack_bytes: plan.stack_bytes,
@@ -320,6 +313,7 @@ impl PerfSampling {
         }
         let ref_ctr = uprobe.ref_ctr_offset.filter(|_| kernel_semaphores);
         let event = FetchEvent::create(
+            plan.arch,
             path,
             (plan.attach_addr, uprobe.offset),
             ref_ctr,
