@@ -301,6 +301,7 @@ fn read_probes_from<'d, R: ReadRef<'d>>(data: R) -> Result<ElfProbes, Error> {
     let machine = match header.e_machine(endian) {
         elf::EM_X86_64 => Machine::X86_64,
         elf::EM_AARCH64 => Machine::Aarch64,
+        elf::EM_RISCV => Machine::Riscv64,
         other => return Err(Error::Unsupported(format!("ELF files for machine {other}"))),
     };
     let segments = header
