@@ -4,12 +4,7 @@
 
 use std::path::Path;
 
-use usdt_trace::{
-    bpftrace_program, Hit, Kind, Sampler, Signatures, Site, TypedArgs, TypedValue, Value,
-};
-
-use crate::args::BpftraceArgs;
-use crate::error::CliError;
+use usdt_trace::{Hit, Kind, Sampler, Signatures, Site, TypedArgs, TypedValue, Value};
 
 /// The records of every file (a file without records adds none).
 pub(crate) fn signatures<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Signatures {
@@ -115,18 +110,4 @@ fn json_of(v: &TypedValue) -> serde_json::Value {
             _ => J::Null,
         },
     }
-}
-
-/// `usdt bpftrace BINARY [PROBE-GLOB...]`: prints the program.
-pub(crate) fn bpftrace(args: BpftraceArgs) -> Result<i32, CliError> {
-    let binary = args.binary;
-    let globs = args.globs;
-    let path = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());
-    let probes = crate::read_probes_of(&path)?;
-    let objects = vec![(path.clone(), probes.sites)];
-    crate::select_in(&objects, &globs, &path.display().to_string())?;
-    let sigs = signatures([path.as_path()]);
-    let program = bpftrace_program(&path, &objects[0].1, &sigs, &globs);
-    crate::output::write_stdout(program.as_bytes()).map_err(crate::write_error)?;
-    Ok(0)
 }
