@@ -101,6 +101,7 @@ macro_rules! out {
 mod features;
 
 fn run(command: Command) -> Result<i32, CliError> {
+    typed::declare(command.types())?;
     match command {
         Command::Features(args) => features::features(args),
         Command::List(args) => list(args),
