@@ -147,7 +147,11 @@ fn latency_pairs_each_query_and_trace_prints_them() {
     };
     let control = traced(&cluster, &args, IDLE_SCRIPT, &options);
     let run = traced(&cluster, &args, TPCB_SCRIPT, &options);
-    eprintln!("{} pairs, {} in the control run", pairs(&run), pairs(&control));
+    eprintln!(
+        "{} pairs, {} in the control run",
+        pairs(&run),
+        pairs(&control)
+    );
     assert_eq!(
         pairs(&run) - pairs(&control),
         N * C * TPCB_STATEMENTS,
@@ -162,7 +166,10 @@ fn latency_pairs_each_query_and_trace_prints_them() {
     );
     let queries: Vec<&str> = out
         .lines()
-        .filter_map(|l| l.split_once(" postgresql:query__start query=\"").map(|(_, q)| q))
+        .filter_map(|l| {
+            l.split_once(" postgresql:query__start query=\"")
+                .map(|(_, q)| q)
+        })
         .collect();
     let starting = |prefix: &str| queries.iter().filter(|q| q.starts_with(prefix)).count() as u64;
     for statement in [

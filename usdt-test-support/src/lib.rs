@@ -39,9 +39,7 @@ pub mod notes;
 #[cfg(feature = "trace")]
 pub mod signatures;
 
-pub use need::{
-    BPFTRACE, CC, GDB, GXX, PERF, POSTGRESQL, PYTHON, ROOT, SDT, SETPRIV, TRACEFS,
-};
+pub use need::{BPFTRACE, CC, GDB, GXX, PERF, POSTGRESQL, PYTHON, ROOT, SDT, SETPRIV, TRACEFS};
 pub use process::{has_trampoline, run_ok, wait_for};
 pub use usdt_provision::{ready, ready_part, Need};
 

@@ -45,11 +45,20 @@ impl Cluster {
             port: free_port()?,
             started: false,
         };
-        cluster.lay_out(&bin).map_err(|e| format!("{}: {e}", cluster.root.display()))?;
-        cluster.run(
-            Command::new(bin.join("initdb"))
-                .args(["-D", "data", "-A", "trust", "-U", "nobody", "-E", "UTF8", "--no-sync"]),
-        )?;
+        cluster
+            .lay_out(&bin)
+            .map_err(|e| format!("{}: {e}", cluster.root.display()))?;
+        cluster.run(Command::new(bin.join("initdb")).args([
+            "-D",
+            "data",
+            "-A",
+            "trust",
+            "-U",
+            "nobody",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ]))?;
         let mut options = format!(
             "-k {} -p {} -c listen_addresses='' -c fsync=off",
             cluster.root.display(),
@@ -61,16 +70,7 @@ impl Cluster {
         }
         cluster.started = true;
         cluster.run(Command::new(bin.join("pg_ctl")).args([
-            "-D",
-            "data",
-            "-l",
-            "log",
-            "-w",
-            "-t",
-            "60",
-            "-o",
-            &options,
-            "start",
+            "-D", "data", "-l", "log", "-w", "-t", "60", "-o", &options, "start",
         ]))?;
         cluster.pgbench(&["-i", "-q", "-s", "1"])?;
         Ok(cluster)
@@ -96,19 +96,14 @@ impl Cluster {
     /// `PGDATABASE`).
     pub fn command(&self, program: impl AsRef<Path>) -> Command {
         let mut cmd = Command::new("setpriv");
-        cmd.args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            "--",
-        ])
-        .arg(program.as_ref())
-        .current_dir(&self.root)
-        .env("PGHOST", &self.root)
-        .env("PGPORT", self.port.to_string())
-        .env("PGUSER", "nobody")
-        .env("PGDATABASE", "postgres")
-        .stdin(Stdio::null());
+        cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg(program.as_ref())
+            .current_dir(&self.root)
+            .env("PGHOST", &self.root)
+            .env("PGPORT", self.port.to_string())
+            .env("PGUSER", "nobody")
+            .env("PGDATABASE", "postgres")
+            .stdin(Stdio::null());
         cmd
     }
 
@@ -160,8 +155,7 @@ impl Drop for Cluster {
 /// A TCP port nothing listens on now (the socket's name takes it; the
 /// cluster listens on no TCP address).
 fn free_port() -> Result<u16, String> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
     listener
         .local_addr()
         .map(|a| a.port())
