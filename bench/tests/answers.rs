@@ -1,8 +1,9 @@
 //! The answers section: `bench --answers-only --quick` measures every row
 //! (each checks that every request was aggregated, bpftrace's by the sum of
 //! its histogram) and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
-//! latency --json` object. The bench is built in release in this build's
-//! target directory, as tests/bench.rs builds it.
+//! latency --json` object; `--postgres-only --quick` measures PostgreSQL
+//! under pgbench, untraced and traced. The bench is built in release in
+//! this build's target directory, as tests/bench.rs builds it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -111,4 +112,47 @@ fn a_latency_histogram_is_drawn() {
     }
     let bars = text.matches("fill=\"#1F77B4\"").count();
     assert_eq!(bars, 3, "{text}");
+}
+
+#[test]
+fn postgresql_under_pgbench_has_each_row_and_its_ratio() {
+    if !usdt_provision::ready(&[
+        Need::root("the bench attaches uprobes to every backend"),
+        Need::package(
+            usdt_provision::BPFTRACE,
+            "the PostgreSQL section runs bpftrace's latency script",
+        ),
+        Need::package(
+            usdt_provision::POSTGRESQL,
+            "the PostgreSQL section runs pgbench against a cluster of its own",
+        ),
+    ]) {
+        return;
+    }
+    let out = Command::new(bench())
+        .args(["--postgres-only", "--quick"])
+        .output()
+        .expect("bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("\nPostgreSQL under pgbench -n -S "),
+        "{stdout}"
+    );
+    for row in [
+        "untraced ",
+        "usdt count --all ",
+        "usdt latency --all ",
+        "bpftrace @start/hist() ",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no row {row}\n{stdout}\n{stderr}"));
+        let words: Vec<&str> = line[row.len()..].split_whitespace().collect();
+        let (tps, ratio): (f64, f64) = (words[0].parse().unwrap(), words[1].parse().unwrap());
+        assert!(tps > 0.0 && ratio > 0.0, "{line}");
+    }
+    assert!(!stdout.contains("not measured"), "{stdout}");
 }

@@ -150,3 +150,37 @@ fn a_malformed_file_is_refused_with_its_line_and_column() {
         "usdt: /nonexistent/x.d does not exist\n"
     );
 }
+
+/// The built-in catalog describes every probe of Debian's PostgreSQL,
+/// CPython and libstdc++, each with as many arguments as its notes.
+#[test]
+fn the_catalog_describes_debians_programs() {
+    use usdt_test_support::{POSTGRESQL, PYTHON};
+    use usdt_trace::{Declarations, SignatureSource, Signatures};
+    if !ready(&[POSTGRESQL, PYTHON]) {
+        return;
+    }
+    let sigs = Signatures::with_declarations(std::sync::Arc::new(Declarations::catalog().clone()));
+    for (path, catalog, probes) in [
+        ("/usr/lib/postgresql/15/bin/postgres", "postgresql", 57),
+        ("/usr/bin/python3.11", "python", 8),
+        ("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "libstdcxx", 3),
+    ] {
+        let sites = usdt_trace::read_file(path).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for site in &sites {
+            let (sig, source) = sigs
+                .source_of_site(site)
+                .unwrap_or_else(|| panic!("{path}: {} is not in the catalog", site.probe()));
+            assert_eq!(
+                *source,
+                SignatureSource::Catalog(catalog),
+                "{}",
+                site.probe()
+            );
+            assert_eq!(sig.params.len(), site.args.len(), "{}", site.probe());
+            seen.insert(site.probe());
+        }
+        assert_eq!(seen.len(), probes, "{path}: {seen:?}");
+    }
+}
