@@ -6,11 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use usdt_trace::{
-    bpftrace_program, Declarations, Hit, Kind, Sampler, SignatureSource, Signatures, Site,
-    TypedArgs, TypedValue, Value,
+    Declarations, Hit, Kind, Sampler, SignatureSource, Signatures, Site, TypedArgs, TypedValue,
+    Value,
 };
 
-use crate::args::BpftraceArgs;
 use crate::error::CliError;
 
 /// The built-in catalog with the `--types` files over it.
@@ -141,18 +140,4 @@ fn json_of(v: &TypedValue) -> serde_json::Value {
             _ => J::Null,
         },
     }
-}
-
-/// `usdt bpftrace BINARY [PROBE-GLOB...]`: prints the program.
-pub(crate) fn bpftrace(args: BpftraceArgs) -> Result<i32, CliError> {
-    let binary = args.binary;
-    let globs = args.globs;
-    let path = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());
-    let probes = crate::read_probes_of(&path)?;
-    let objects = vec![(path.clone(), probes.sites)];
-    crate::select_in(&objects, &globs, &path.display().to_string())?;
-    let sigs = signatures([path.as_path()]);
-    let program = bpftrace_program(&path, &objects[0].1, &sigs, &globs);
-    crate::output::write_stdout(program.as_bytes()).map_err(crate::write_error)?;
-    Ok(0)
 }

@@ -36,6 +36,11 @@
 //! - Targets: a [`Session`] owns a command, a pid or every process of a
 //!   file, finds their objects, follows new threads and libraries, and
 //!   says what it skipped ([`Notice`]).
+//! - Running a target: a [`Run`] of a session spawns a command paused,
+//!   attaches through the caller's [`Attacher`], starts it, attaches what
+//!   appears later (threads, libraries, programs executed), and ends on a
+//!   cancel, a duration, the target's end or the caller's wish
+//!   ([`Ended`]); [`SessionSampler`] attaches a [`Sampler`] that way.
 //! - Engines: [`EngineChoice`] (auto, perf, BPF) is decided here, not by
 //!   callers; [`Counter`] counts with the engine picked, and when Auto's
 //!   BPF attach proves unsupported and perf fails too the error says both.
@@ -88,6 +93,7 @@ mod process;
 mod raw;
 mod record;
 mod rewrite;
+mod run;
 mod sample;
 mod selftest;
 mod session;
@@ -124,7 +130,7 @@ pub use engine::perf::tracefs::remove_stale_events;
 pub use engine::{attach_delta, AttachPoint, Counter, EngineChoice, Picked, Target};
 pub use error::{AttachCause, AttachError, Error};
 pub use escape::{escape, escape_name};
-pub use glob::glob_match;
+pub use glob::{glob_match, globs_match};
 pub use ldso::shared_libraries;
 pub use process::{
     load_bias, object_path, process_alive, process_exe, process_threads, read_maps, read_process,
@@ -135,6 +141,7 @@ pub use rewrite::{
     long_nop_state, site_executes_as_emitted, site_rewrite, trampoline_ranges, LongNop,
     SiteRewrite, CALL_REL32, INT3, JMP_REL8, LEA_RSP_MINUS_128,
 };
+pub use run::{Attacher, Ended, Run, SessionSampler, TICK};
 pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
