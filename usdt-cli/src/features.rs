@@ -4,6 +4,7 @@
 
 use crate::args::FeaturesArgs;
 use crate::error::CliError;
+use crate::output::out;
 
 use usdt_trace::{
     auto_delta_here, caps, fork_safe, tracer_features, OptimizedFork, SiteLayout, UprobeSyscall,

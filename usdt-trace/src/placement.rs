@@ -22,7 +22,7 @@ use crate::{KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};
 /// Where on a site the uprobe goes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttachPoint {
-    /// Follow the table in the README's "The probe site": Location + 1 when
+    /// Follow the table in docs/site.md, "Where a tracer attaches": Location + 1 when
     /// this kernel optimizes the site's long nop and a child forked after an
     /// optimized hit survives (the fork self-test, [`fork_test`](crate::fork_test)),
     /// or the program carries usdt-runtime's fork guard (its marker,

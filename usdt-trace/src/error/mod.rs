@@ -34,9 +34,9 @@ pub enum Error {
     /// The bytes are not an ELF file.
     NotElf,
     /// Something this crate does not do: an ELF file of a kind it does not
-    /// read (32-bit, big-endian, or another machine than x86-64 and
-    /// aarch64), an argument an engine cannot read. What, as a sentence
-    /// ("32-bit ELF files are not supported").
+    /// read (32-bit, big-endian, or another machine than x86-64, aarch64
+    /// and riscv64), an argument an engine cannot read. What, as a
+    /// sentence ("32-bit ELF files are not supported").
     Unsupported(String),
     /// The ELF structure (headers, sections, segments) is malformed.
     Elf(String),
@@ -154,6 +154,17 @@ pub enum Error {
         /// What was given.
         value: String,
     },
+    /// A DTrace provider file that is not UTF-8 or is malformed.
+    ProviderFile {
+        /// The file.
+        path: PathBuf,
+        /// Where, 1-based.
+        line: u32,
+        /// Where, 1-based, in characters.
+        column: u32,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -200,6 +211,12 @@ impl fmt::Display for Error {
                 write!(f, "no probe of {} matches {globs}", program.display())
             }
             Error::File { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::ProviderFile {
+                path,
+                line,
+                column,
+                message,
+            } => write!(f, "{}:{line}:{column}: {message}", path.display()),
             Error::SameProbe { probe } => {
                 write!(f, "a latency needs two different probes, not {probe} twice")
             }

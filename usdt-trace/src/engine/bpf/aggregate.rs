@@ -29,7 +29,7 @@ use super::asm::{
     lsh64_imm, mov64_imm, mov64_reg, rsh64_imm, store, store32, sub64_reg, Asm, Cmp, Insn, Label,
     Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9,
 };
-use crate::elf::arg::{Machine, Operand, RegWidth};
+use crate::elf::arg::{Operand, RegWidth};
 use crate::engine::aggregating::{
     Role, COUNT, LOST, MAX, NEGATIVE, STRING_KEY, SUM, UNMATCHED, UNREADABLE,
 };
@@ -422,17 +422,11 @@ pub(crate) fn arg_read(site: &Site, i: usize, string: bool) -> Result<Read, Erro
     if arg.float {
         return Err(unsupported("is a floating-point value"));
     }
-    // The `pt_regs` slot of a register, by the machine the note names it
-    // for (only x86-64's layout is known).
+    // The `pt_regs` slot of a register, by the table of its file's
+    // machine, which must be this one.
+    let arch = crate::engine::site_arch(site)?;
     let pt = |r: &crate::elf::arg::Reg| {
-        let machine = if r.is_aarch64() {
-            Machine::Aarch64
-        } else {
-            Machine::X86_64
-        };
-        crate::arch::pt_regs(machine)
-            .zip(crate::arch::x86_64::register(r.reg))
-            .and_then(|(regs, row)| (regs.index)(row.perf))
+        arch.pt_slot(r.reg)
             .ok_or_else(|| unsupported("is in a register BPF cannot read"))
     };
     let small = |v: i64| i32::try_from(v).map_err(|_| unsupported("has a displacement past 2 GiB"));
