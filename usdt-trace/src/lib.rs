@@ -142,7 +142,7 @@ pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
-pub use session::{Cause, NewObject, Notice, Objects, Session};
+pub use session::{Cause, Launcher, NewObject, Notice, Objects, Session};
 pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
 pub use sys::SyscallError;
 pub use typed::{TypedArgs, TypedValue};
