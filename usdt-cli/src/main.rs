@@ -76,6 +76,7 @@ fn main() -> ExitCode {
 }
 
 fn run(command: Command) -> Result<i32, CliError> {
+    typed::declare(command.types())?;
     match command {
         Command::Features(args) => features::features(args),
         Command::List(args) => list::list(args),

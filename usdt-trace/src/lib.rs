@@ -26,7 +26,10 @@
 //! - Signatures: [`read_signatures`] reads the argument names, Rust types
 //!   and [`Kind`]s that `#[usdt::provider]` probes record in
 //!   `.usdt.signatures`; [`Signatures`] matches them to notes by
-//!   `provider:name`, and [`TypedArgs`] shows a [`Hit`] with them
+//!   `provider:name`, over the [`Declarations`] of DTrace provider files
+//!   (a user's, and the built-in [`CATALOG`] of CPython's, PostgreSQL's,
+//!   libstdc++'s, Ruby's and HotSpot's), and says where each came from
+//!   ([`SignatureSource`]); [`TypedArgs`] shows a [`Hit`] with them
 //!   (`id=1 path="/index.html"`); [`bpftrace_program`] writes a bpftrace
 //!   program that prints hits the same way.
 //! - Starting a command with uprobes already in place: [`PausedCommand`].
@@ -97,6 +100,7 @@ mod session;
 mod speedtest;
 mod sys;
 mod typed;
+mod types;
 
 pub use aggregate::{Aggregation, CountedValue, Histogram, LatencyKey};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
@@ -116,8 +120,8 @@ pub use elf::note::{
     SkippedNote, MAX_NAME, MAX_READ, NT_STAPSDT, SITE_BYTES,
 };
 pub use elf::signature::{
-    parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
-    BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
+    parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, BYTES_MAX,
+    BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
 pub use elf::sites::{SiteCheck, SiteRefusal};
 pub use engine::bpf;
@@ -146,5 +150,8 @@ pub use session::{Cause, Launcher, NewObject, Notice, Objects, Session};
 pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
 pub use sys::SyscallError;
 pub use typed::{TypedArgs, TypedValue};
-pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
+pub use types::{
+    parse_provider_file, Declarations, ParseError, SignatureSource, Signatures, CATALOG,
+};
+pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5, RISCV64_C_NOP, RISCV64_NOP};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};
