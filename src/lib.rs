@@ -223,18 +223,27 @@ pub use usdt_runtime::{kind, ProbeArg};
 /// is no probe argument is a compile error naming [`trait@ProbeArg`].
 pub use usdt_macros::ProbeArg;
 
-/// The site layout this build emits: `nop; nop5`, `nop; nop10` with the
-/// `nop10` feature, or `nop; nop5; nop10` with the `nop5-nop10` feature (on
-/// x86-64; other architectures emit a single `nop`).
-pub const SITE_LAYOUT: SiteLayout = if cfg!(not(target_arch = "x86_64")) {
-    SiteLayout::Nop
-} else if cfg!(feature = "nop5-nop10") {
-    SiteLayout::NopNop5Nop10
-} else if cfg!(feature = "nop10") {
-    SiteLayout::NopNop10
-} else {
-    SiteLayout::NopNop5
-};
+/// The site layout this build emits, chosen by the same `#[cfg]`s as the
+/// sites themselves:
+///
+/// | target | `SITE_LAYOUT` | bytes at Location |
+/// |---|---|---|
+/// | x86-64 (Linux and other ELF systems) | [`SiteLayout::NopNop5`]; [`SiteLayout::NopNop10`] with the `nop10` feature; [`SiteLayout::NopNop5Nop10`] with `nop5-nop10` | `90 0f 1f 44 00 00`; `90 66 2e 0f 1f 84 00 00 00 00 00`; both long nops after the `90` |
+/// | aarch64 (ELF) | [`SiteLayout::Nop`] | `1f 20 03 d5` |
+/// | riscv64 (ELF) | [`SiteLayout::Nop`] | `13 00 00 00` |
+/// | anything else: Windows, macOS, wasm, 32-bit targets | [`SiteLayout::NoSite`] | no site and no note |
+///
+/// Where there is no site, a probe evaluates its eager arguments and
+/// nothing else, a lazy probe's closure never runs, and every
+/// `NAME_enabled()` is `false`.
+///
+/// ```
+/// let layout = usdt::SITE_LAYOUT;
+/// if cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+///     assert_eq!(layout.name(), "nop;nop5"); // without the `nop10` features
+/// }
+/// ```
+pub const SITE_LAYOUT: SiteLayout = usdt_macros::site_layout!(::usdt_runtime::SiteLayout);
 
 #[doc(hidden)]
 pub mod __private {

@@ -21,13 +21,19 @@ pub enum SiteLayout {
     /// optimizes, the nop5 at Location + 1 (Linux 6.18 to 7.2) or the nop10
     /// at Location + 6 (the 7.3 series).
     NopNop5Nop10,
-    /// A single `nop` (x86 `90`, aarch64 `d503201f`), as sys/sdt.h emits.
+    /// A single `nop`, as sys/sdt.h emits: x86 `90`; aarch64 `d503201f`
+    /// (`1f 20 03 d5`); riscv64 `addi x0, x0, 0` (`13 00 00 00`, the 4-byte
+    /// form: sys/sdt.h's assembler may pick the 2-byte `c.nop`, `01 00`).
     Nop,
     /// A `nop5` alone (`0f 1f 44 00 00`), as the kernel's BPF selftests
     /// write their sites: a uprobe goes at Location.
     Nop5,
     /// Anything else.
     Other,
+    /// No site at all: the layout of a build for a target where probes
+    /// compile to nothing but their arguments (Windows, macOS, wasm, 32-bit
+    /// targets). Never found at a note's Location.
+    NoSite,
 }
 
 impl SiteLayout {
@@ -53,8 +59,8 @@ impl SiteLayout {
         }
     }
 
-    /// A short name: `nop;nop5`, `nop;nop10`, `nop;nop5;nop10`, `nop`, `nop5`
-    /// or `other`.
+    /// A short name: `nop;nop5`, `nop;nop10`, `nop;nop5;nop10`, `nop`, `nop5`,
+    /// `other` or `none`.
     pub const fn name(self) -> &'static str {
         match self {
             SiteLayout::NopNop5 => "nop;nop5",
@@ -63,6 +69,7 @@ impl SiteLayout {
             SiteLayout::Nop => "nop",
             SiteLayout::Nop5 => "nop5",
             SiteLayout::Other => "other",
+            SiteLayout::NoSite => "none",
         }
     }
 }
