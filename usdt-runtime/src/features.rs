@@ -22,8 +22,10 @@ pub enum SiteLayout {
     /// at Location + 6 (the 7.3 series).
     NopNop5Nop10,
     /// A single `nop`, as sys/sdt.h emits: x86 `90`; aarch64 `d503201f`
-    /// (`1f 20 03 d5`); riscv64 `addi x0, x0, 0` (`13 00 00 00`, the 4-byte
-    /// form: sys/sdt.h's assembler may pick the 2-byte `c.nop`, `01 00`).
+    /// (`1f 20 03 d5`); riscv64 `addi x0, x0, 0` (`13 00 00 00`, the form
+    /// this project's sites take) or the compressed `c.nop` (`01 00`, what
+    /// sys/sdt.h's `nop` assembles to on `rv64gc`). The only site of aarch64
+    /// and riscv64, which have no optimized uprobe.
     Nop,
     /// A `nop5` alone (`0f 1f 44 00 00`), as the kernel's BPF selftests
     /// write their sites: a uprobe goes at Location.
@@ -179,7 +181,7 @@ impl KernelFeatures {
     }
 
     /// Whether this kernel optimizes a uprobe on a long nop of a site of
-    /// this layout (the table in the README's "The probe site"): for the
+    /// this layout (the table in docs/site.md, "Where a tracer attaches"): for the
     /// layout it optimizes, and for `nop; nop5; nop10`, which carries both.
     pub fn optimizes(&self, layout: SiteLayout) -> bool {
         self.optimized_offset(layout).is_some()
