@@ -54,6 +54,8 @@ fn site_bytes(layout: SiteLayout, machine: Machine) -> &'static [u8] {
     match (layout, machine) {
         (SiteLayout::NopNop5 | SiteLayout::NopNop10, _) => layout.x86_64_bytes().unwrap(),
         (SiteLayout::Nop, Machine::Aarch64) => &usdt_trace::AARCH64_NOP,
+        // This project's riscv64 sites are the 4-byte nop, never `c.nop`.
+        (SiteLayout::Nop, Machine::Riscv64) => &usdt_trace::RISCV64_NOP,
         other => panic!("no site bytes for {other:?}"),
     }
 }
