@@ -15,12 +15,12 @@
 //! use (usdt-provision).
 
 use usdt_test_support::c::{build_cross, CROSS_CCS};
-use usdt_test_support::cell::{Cell, CELL_BINS, RELEASE};
+use usdt_test_support::cell::{Cell, RELEASE};
 use usdt_test_support::cross::{check_examples_run, check_types_values, RISCV64};
-use usdt_test_support::notes::{check_notes, expected};
-use usdt_test_support::readelf::{readelf_notes, ReadelfNote};
+use usdt_test_support::notes::check_nop_cell;
+use usdt_test_support::readelf::readelf_notes;
 use usdt_test_support::ready;
-use usdt_trace::{Machine, SiteLayout};
+use usdt_trace::{parse_args, Machine, Operand};
 
 const CELL: Cell = Cell {
     name: "riscv64-release",
@@ -28,59 +28,12 @@ const CELL: Cell = Cell {
     ..RELEASE
 };
 
-/// The riscv64 register names `sys/sdt.h` writes (the ABI names of x1-x31).
-const REGS: [&str; 31] = [
-    "ra", "sp", "gp", "tp", "t0", "t1", "t2", "s0", "s1", "a0", "a1", "a2", "a3", "a4", "a5", "a6",
-    "a7", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "t3", "t4", "t5", "t6",
-];
-
 #[test]
 fn riscv64_notes() {
     if !ready(&RISCV64.build_needs()) {
         return;
     }
-    for bin in CELL_BINS {
-        let path = CELL.bin(bin);
-        let what = format!("{bin} (riscv64)");
-        let probes = check_notes(&path, &expected(bin), SiteLayout::Nop, &what);
-        assert_eq!(probes.machine, Machine::Riscv64, "{what}");
-        // Every operand is `[-]SIZE@REG`: a register by its ABI name.
-        for site in &probes.sites {
-            for arg in site.args_text.split_whitespace() {
-                let (_, reg) = arg.split_once('@').expect("SIZE@REG");
-                assert!(REGS.contains(&reg), "{what}: {arg}");
-            }
-        }
-        // readelf -n describes every note as our reader does.
-        let ours: Vec<ReadelfNote> = probes
-            .sites
-            .iter()
-            .map(|s| ReadelfNote {
-                provider: s.provider.clone(),
-                name: s.name.clone(),
-                location: s.location,
-                base: s.note_base,
-                semaphore: s.semaphore.unwrap_or(0),
-                args: s.args_text.clone(),
-            })
-            .collect();
-        assert_eq!(readelf_notes(&path), ours, "{what}");
-    }
-    // The operands of one site, exactly as written: twelve sizes, each a
-    // register by its ABI name.
-    let notes = readelf_notes(&CELL.bin("types"));
-    let twelve = notes.iter().find(|n| n.name == "twelve").unwrap();
-    let sizes: Vec<&str> = twelve
-        .args
-        .split_whitespace()
-        .map(|a| a.split_once('@').unwrap().0)
-        .collect();
-    assert_eq!(
-        sizes,
-        ["8", "-8", "4", "-4", "2", "-2", "1", "-1", "1", "4", "8", "-8"],
-        "{}",
-        twelve.args
-    );
+    check_nop_cell(&CELL, Machine::Riscv64, |_| {});
 }
 
 /// The C `sys/sdt.h` probes of `usdt-trace/tests/c/cross.c`, compiled by
@@ -115,12 +68,11 @@ fn riscv64_operands_are_sys_sdt_h_s() {
         scalars.args
     );
     // The ninth argument is on the stack (`8@0(sp)`): eight go in a0-a7.
-    for (_, reg) in &ops[..8] {
-        assert!(
-            REGS.contains(reg),
-            "C operand register {reg:?} in {}",
-            scalars.args
-        );
+    let args = parse_args(&scalars.args, Machine::Riscv64).unwrap();
+    for arg in &args[..8] {
+        let ok = matches!(&arg.operand, Operand::Register(reg)
+            if reg.width.bytes() == 8 && reg.machine() == Some(Machine::Riscv64));
+        assert!(ok, "C operand {arg:?} in {}", scalars.args);
     }
 }
 

@@ -492,6 +492,22 @@ pub fn semaphore_fn(symbol: &str, name: &syn::Ident, vis: TokenStream) -> TokenS
         format!("995: auipc {{0}}, %pcrel_hi({symbol})"),
         "lhu {0}, %pcrel_lo(995b)({0})".to_owned(),
     ];
+    // aarch64 and riscv64: the same load in their own instructions.
+    let load = |cfg: TokenStream, asm: &[String]| {
+        quote! {
+            #[cfg(#cfg)]
+            {
+                let count: u64;
+                // SAFETY: as on x86-64: a fresh 2-byte load of the semaphore.
+                unsafe {
+                    ::core::arch::asm!(#(#asm),*, out(reg) count,
+                        options(nostack, readonly, preserves_flags));
+                }
+                count != 0
+            }
+        }
+    };
+    let (arm, riscv) = (load(arm_cfg, &arm), load(riscv_cfg, &riscv));
     quote! {
         #[inline(always)]
         #[allow(non_snake_case)] // `order__placed_enabled`: `__` is a dash in the note
@@ -510,26 +526,8 @@ pub fn semaphore_fn(symbol: &str, name: &syn::Ident, vis: TokenStream) -> TokenS
                 }
                 count != 0
             }
-            #[cfg(#arm_cfg)]
-            {
-                let count: u64;
-                // SAFETY: as on x86-64: a fresh 2-byte load of the semaphore.
-                unsafe {
-                    ::core::arch::asm!(#(#arm),*, out(reg) count,
-                        options(nostack, readonly, preserves_flags));
-                }
-                count != 0
-            }
-            #[cfg(#riscv_cfg)]
-            {
-                let count: u64;
-                // SAFETY: as on x86-64: a fresh 2-byte load of the semaphore.
-                unsafe {
-                    ::core::arch::asm!(#(#riscv),*, out(reg) count,
-                        options(nostack, readonly, preserves_flags));
-                }
-                count != 0
-            }
+            #arm
+            #riscv
             #[cfg(#none_cfg)]
             {
                 false
