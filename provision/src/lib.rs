@@ -169,8 +169,25 @@ pub const PROMETHEUS: Package = Package {
     provides: &["/usr/bin/prometheus"],
 };
 
+/// PostgreSQL 15's server and client programs (`postgres`, `initdb`,
+/// `pg_ctl`, `pgbench`), whose probes the tests and the bench trace.
+pub const POSTGRESQL: Package = Package {
+    name: "postgresql-15",
+    provides: &["/usr/lib/postgresql/15/bin/postgres"],
+};
+/// Debian's Python 3.11 interpreter, built with its probes.
+pub const PYTHON311: Package = Package {
+    name: "python3.11",
+    provides: &["/usr/bin/python3.11"],
+};
+/// The C++ compiler (and libstdc++, whose exception probes the tests count).
+pub const GXX: Package = Package {
+    name: "g++",
+    provides: &["/usr/bin/g++"],
+};
+
 /// Every package a need may name, for `.ci/run` and for the unit test.
-pub const PACKAGES: [Package; 26] = [
+pub const PACKAGES: [Package; 29] = [
     BPFTRACE,
     SDT,
     GDB,
@@ -197,6 +214,9 @@ pub const PACKAGES: [Package; 26] = [
     KMOD,
     PYTHON_VENV,
     PROMETHEUS,
+    POSTGRESQL,
+    PYTHON311,
+    GXX,
 ];
 
 /// Something a test or a bench row needs.

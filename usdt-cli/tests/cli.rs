@@ -106,11 +106,11 @@ fn list_agrees_with_readelf(path: &Path) {
             s => format!("{s:#x}"),
         };
         assert_eq!(cols[3], semaphore);
-        // ATTACH is one or two words (`+1 (optimized)`, `+1 (guarded)`,
-        // `nop (fork-safe)`);
+        // ATTACH is a word and maybe a parenthesized reason of one or more
+        // words (`+1 (optimized)`, `nop (fork-safe)`, `nop (faster here)`);
         // the arguments follow it.
         let args_at = if cols.get(5).is_some_and(|c| c.starts_with('(')) {
-            6
+            5 + cols[5..].iter().position(|c| c.ends_with(')')).unwrap() + 1
         } else {
             5
         };

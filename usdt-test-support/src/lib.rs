@@ -12,6 +12,7 @@
 //! - [`cli`]: usdt-cli's example programs and `usdt count`'s output.
 //! - [`cross`]: the foreign Linux targets the examples are cross-built for,
 //!   run under qemu-user and stopped at their probes by gdb.
+//! - [`postgres`]: a PostgreSQL cluster of a test's own, pgbench scripts.
 //! - [`shapes`], [`cell`], [`cdylib`]: the workspace's examples built in
 //!   each build shape, as a standalone package per cell, and as a `cdylib`.
 //! - [`tracing_demo`]: tracing-usdt's example and the `usdt` command, built
@@ -29,6 +30,7 @@ pub mod cli;
 pub mod cross;
 pub mod elf;
 pub mod need;
+pub mod postgres;
 pub mod process;
 pub mod readelf;
 pub mod shapes;
@@ -41,7 +43,7 @@ pub mod notes;
 #[cfg(feature = "trace")]
 pub mod signatures;
 
-pub use need::{BPFTRACE, CC, GDB, PERF, ROOT, SDT, SETPRIV, TRACEFS};
+pub use need::{BPFTRACE, CC, GDB, GXX, PERF, POSTGRESQL, PYTHON, ROOT, SDT, SETPRIV, TRACEFS};
 pub use process::{has_trampoline, run_ok, wait_for};
 pub use usdt_provision::{ready, ready_part, Need};
 
