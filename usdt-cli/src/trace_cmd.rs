@@ -13,8 +13,8 @@ use crate::count_engine::{self, TRACE_ENGINE_ENV};
 use crate::error::CliError;
 use crate::output::{self, catch_signals, interrupted, Stdout, BROKEN_PIPE};
 use crate::target::{
-    exit_code, open_session, print_notice, raise_fd_limit, running_where, say_attached, select,
-    session_name, warn_next,
+    exit_code, open_session, print_notice, raise_fd_limit, running_where, say_attached,
+    select_target, session_name, warn_next,
 };
 use crate::typed;
 
@@ -22,8 +22,10 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     catch_signals();
     // clap lets exactly one of -p, --all and COMMAND through.
     let session = open_session(&args.target.place(), &args.globs, args.sites.force_sites)?;
-    let matched = select(&session, &args.globs, &session_name(&session))?;
-    check_strings(session.objects(), &args)?;
+    let matched = select_target(&session, &args.globs, &session_name(&session))?;
+    if session.launcher().is_none() {
+        check_strings(session.objects(), &args)?;
+    }
     warn_next(args.sites.attach.into(), session.objects(), &args.globs);
     let picked = engine_for(&args, session.machines())?;
     // Perf events: one per site, thread (or CPU) and fetch event; Auto's
@@ -39,7 +41,7 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     // After --limit or a closed stdout: detach, and let a command finish
     // untraced.
     drop(tracing);
-    let code = exit_code(&mut run, ended)?;
+    let code = exit_code(&mut run, ended, &args.globs)?;
     Ok(if broken && interrupted().is_none() {
         BROKEN_PIPE
     } else {
