@@ -205,7 +205,7 @@ impl Aggregation {
             agg: aggregator(kind)?,
             what,
             point,
-            features: crate::facts::kernel_features(),
+            features: crate::placement::features_for(point),
             sites: 0,
         })
     }
