@@ -39,7 +39,9 @@
 //! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
 //!   thread, time and a stack copy per hit, into a perf ring buffer) and
 //!   decodes each hit's arguments into a [`Hit`] of [`Value`]s; lost samples
-//!   are counted. [`Recorder`] runs a command under a sampler and returns a
+//!   are counted. With [`Sampler::stacks`] each hit also carries its user
+//!   [`Stack`], unwound with each file's DWARF call frame information (no
+//!   frame pointers needed) and symbolized. [`Recorder`] runs a command under a sampler and returns a
 //!   [`Recording`] a test can assert on ("this probe fired with these
 //!   arguments").
 //!
@@ -89,6 +91,7 @@ mod sample;
 mod selftest;
 mod session;
 mod speedtest;
+mod stack;
 mod sys;
 mod typed;
 
@@ -137,6 +140,7 @@ pub use sample::{
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
 pub use session::{Cause, NewObject, Notice, Objects, Session};
 pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
+pub use stack::{Frame, Stack};
 pub use sys::SyscallError;
 pub use typed::{TypedArgs, TypedValue};
 pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};

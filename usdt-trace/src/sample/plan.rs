@@ -48,6 +48,7 @@ impl Plan {
             provider: self.provider.clone(),
             name: self.name.clone(),
             args,
+            stack: None,
         }
     }
 }
