@@ -463,88 +463,43 @@ pub fn latency_svg(json: &Path, svg: &Path) -> Result<(), String> {
         .ok_or_else(|| format!("{}: no JSON object", json.display()))?;
     let v: serde_json::Value =
         serde_json::from_str(line).map_err(|e| format!("{}: {e}", json.display()))?;
-    draw(&v, svg).map_err(|e| format!("{}: {e}", svg.display()))
+    let histogram = latency_histogram(&v).ok_or_else(|| format!("{}: no buckets", json.display()))?;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    histogram
+        .chart(&|low, high| format!("[{:.3}, {:.3}) ms", ms(low), ms(high)))
+        .write(svg)
+        .map_err(|e| e.to_string())
 }
 
-fn draw(v: &serde_json::Value, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    use plotters::prelude::*;
-    const BLUE_BAR: RGBColor = RGBColor(31, 119, 180);
-    let buckets: Vec<(u64, u64, u64)> = v["buckets"]
-        .as_array()
-        .ok_or("no buckets")?
+/// The histogram of a `usdt latency --json` object, with its quantiles in
+/// the caption.
+fn latency_histogram(v: &serde_json::Value) -> Option<usdt_charts::Histogram> {
+    let buckets = v["buckets"]
+        .as_array()?
         .iter()
         .map(|b| {
             let n = |k: &str| b[k].as_u64().unwrap_or(0);
-            (n("low_ns"), n("high_ns"), n("count"))
+            usdt_charts::Bucket {
+                low: n("low_ns"),
+                high: n("high_ns"),
+                count: n("count"),
+            }
         })
         .collect();
-    let (Some(first), Some(last)) = (buckets.first(), buckets.last()) else {
-        return Err("no values".into());
-    };
-    // Every bucket from the first to the last, empty ones included.
-    let lo = first.0.max(1).ilog2();
-    let hi = last.1.max(2).ilog2();
-    let rows: Vec<(u64, u64, u64)> = (lo..hi)
-        .map(|b| {
-            let (low, high) = (1u64 << b, 1u64 << (b + 1));
-            let n = buckets.iter().find(|x| x.0 == low).map_or(0, |x| x.2);
-            (low, high, n)
-        })
-        .collect();
-    let n = rows.len();
-    let top = rows.iter().map(|r| r.2).max().unwrap_or(1).max(1) as f64;
-    let root = SVGBackend::new(path, (960, 150 + 34 * n as u32)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let ms = |ns: u64| ns as f64 / 1e6;
-    let caption = format!(
-        "usdt latency {} -> {} by {}: count {}, p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        v["start"].as_str().unwrap_or("?"),
-        v["end"].as_str().unwrap_or("?"),
-        v["key"].as_str().unwrap_or("?"),
-        v["count"].as_u64().unwrap_or(0),
-        ms(v["p50_ns"].as_u64().unwrap_or(0)),
-        ms(v["p90_ns"].as_u64().unwrap_or(0)),
-        ms(v["p99_ns"].as_u64().unwrap_or(0)),
-        ms(v["max_ns"].as_u64().unwrap_or(0)),
-    );
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 15))
-        .margin(12)
-        .margin_right(40)
-        .x_label_area_size(40)
-        .y_label_area_size(150)
-        .build_cartesian_2d(0f64..top * 1.25, 0f64..n as f64)?;
-    let label = |y: &f64| {
-        let i = n as f64 - 0.5 - y;
-        if (i - i.round()).abs() < 1e-6 && i >= 0.0 {
-            rows.get(i.round() as usize).map_or(String::new(), |r| {
-                format!("[{:.3}, {:.3}) ms", ms(r.0), ms(r.1))
-            })
-        } else {
-            String::new()
-        }
-    };
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(2 * n + 1)
-        .y_label_formatter(&label)
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .x_desc("pairs per log2 bucket, counted in the kernel")
-        .draw()?;
-    for (i, r) in rows.iter().enumerate() {
-        let y = (n - 1 - i) as f64;
-        let count = r.2 as f64;
-        chart.draw_series(std::iter::once(Rectangle::new(
-            [(0.0, y + 0.15), (count, y + 0.85)],
-            BLUE_BAR.filled(),
-        )))?;
-        chart.draw_series(std::iter::once(Text::new(
-            format!("{}", r.2),
-            (count + top * 0.01, y + 0.68),
-            ("sans-serif", 13),
-        )))?;
-    }
-    root.present()?;
-    Ok(())
+    let ms = |k: &str| v[k].as_u64().unwrap_or(0) as f64 / 1e6;
+    Some(usdt_charts::Histogram {
+        caption: format!(
+            "usdt latency {} -> {} by {}: count {}, p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            v["start"].as_str().unwrap_or("?"),
+            v["end"].as_str().unwrap_or("?"),
+            v["key"].as_str().unwrap_or("?"),
+            v["count"].as_u64().unwrap_or(0),
+            ms("p50_ns"),
+            ms("p90_ns"),
+            ms("p99_ns"),
+            ms("max_ns"),
+        ),
+        x_desc: "pairs per log2 bucket, counted in the kernel".into(),
+        buckets,
+    })
 }
