@@ -66,6 +66,9 @@ pub struct Site {
     pub args_text: String,
     /// The parsed arguments.
     pub args: Vec<Arg>,
+    /// The instruction set of the file the note is in: its registers name
+    /// the arguments' registers.
+    pub machine: Machine,
     /// The instructions at Location.
     pub layout: SiteLayout,
     /// Up to [`SITE_BYTES`] bytes of the file at Location (empty if unreadable).
@@ -97,6 +100,7 @@ impl Site {
             semaphore_offset: None,
             args_text: String::new(),
             args: vec![],
+            machine: Machine::X86_64,
             layout,
             bytes: vec![],
             check: Default::default(),
@@ -112,6 +116,7 @@ impl Site {
             location_offset: Some(0),
             args_text: args.into(),
             args: crate::parse_args(args, machine).unwrap(),
+            machine,
             ..Site::at_0x1000(SiteLayout::Nop)
         }
     }
@@ -550,6 +555,7 @@ impl RawSite {
             semaphore_offset: semaphore.and_then(|s| probes.file_offset(s)),
             args_text: self.args_text,
             args: self.args,
+            machine: probes.machine,
             layout: layout_of(&bytes, probes.machine),
             bytes,
             check,

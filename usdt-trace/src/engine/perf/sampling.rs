@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use super::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
 use super::tracefs::{data_loc_string, FetchEvent, FetchPlan, Field};
 use super::{attach_error, open_uprobe, perf_event_open};
+use crate::arch::Arch;
 use crate::cpus::online_cpus;
 use crate::elf::arg::{Arg, Operand, Reg64};
 use crate::elf::note::Site;
@@ -43,6 +44,7 @@ struct Slot {
 /// registers of `regs_mask` and a stack copy (either may be empty).
 #[derive(Debug)]
 struct PerfSite {
+    arch: &'static Arch,
     args: usize,
     regs_mask: u64,
     stack_bytes: u32,
@@ -92,7 +94,7 @@ fn raw_hit<'a>(
     if site.regs_mask != 0 && f.u64()? != 0 {
         for n in (0..64u32).filter(|n| site.regs_mask & (1 << n) != 0) {
             let value = f.u64()?;
-            if let Some(reg) = crate::arch::x86_64::by_perf(n) {
+            if let Some(reg) = site.arch.by_perf(n) {
                 raw.regs.push(reg, value);
             }
         }
@@ -108,15 +110,11 @@ fn raw_hit<'a>(
     Some(raw)
 }
 
-/// perf's number of an x86-64 register (this engine samples x86-64
-/// registers only).
-fn perf_reg(reg: Reg64) -> Option<u32> {
-    crate::arch::x86_64::register(reg).map(|r| r.perf)
-}
-
 /// What the perf engine needs to know of a site it samples.
 #[derive(Debug)]
 pub(crate) struct SiteSampling<'a> {
+    /// The registers of the site's machine.
+    pub(crate) arch: &'static Arch,
     pub(crate) args: &'a [Arg],
     /// Which arguments are string pointers.
     pub(crate) strings: &'a [bool],
@@ -139,43 +137,37 @@ pub(crate) struct SiteSampling<'a> {
 
 impl<'a> SiteSampling<'a> {
     /// What the events of `s` sample: the registers its operands name
-    /// (and the stack pointer), and `stack_bytes` of stack for a site that
-    /// reads memory (memory operands, strings, byte slices); with `stacks`,
-    /// the instruction and frame pointers and the stack copy too.
+    /// (and the stack pointer), by the perf numbers of its machine's
+    /// table, and `stack_bytes` of stack for a site that reads memory
+    /// (memory operands, strings, byte slices); with `stacks`, the
+    /// instruction and frame pointers and the stack copy too.
     pub(crate) fn of(
         s: &SampleSite<'a>,
         stack_bytes: u32,
         stacks: bool,
     ) -> Result<SiteSampling<'a>, Error> {
-        let mut mask = 1u64 << crate::arch::x86_64::PERF_SP;
+        let arch = s.site.machine.arch();
+        let perf = |reg| arch.perf(reg).ok_or_else(|| unsupported_registers(s.site));
+        let mut mask = 1u64 << perf(arch.sp)?;
         if stacks {
-            mask |= stack_mask();
+            mask |= stack_mask(arch);
         }
         let marked = |flags: &[bool]| flags.iter().any(|f| *f);
         let mut memory = marked(s.strings) || marked(s.bytes);
         for arg in s.args {
-            let regs: Vec<Reg64> = match &arg.operand {
-                Operand::Register(r) => vec![r.reg],
-                Operand::Memory { base, .. } => vec![base.reg],
-                Operand::Indexed { base, index, .. } => {
-                    base.iter().chain([index]).map(|r| r.reg).collect()
-                }
-                Operand::Symbol { .. } => vec![Reg64::Rip],
-                Operand::SymbolIndexed { base, index, .. } => base
-                    .iter()
-                    .chain(index)
-                    .map(|r| r.reg)
-                    .chain([Reg64::Rip])
-                    .collect(),
-                Operand::Immediate(_) | Operand::Unreadable { .. } => continue,
-            };
+            if matches!(
+                arg.operand,
+                Operand::Immediate(_) | Operand::Unreadable { .. }
+            ) {
+                continue;
+            }
             memory |= !matches!(arg.operand, Operand::Register(_));
-            for reg in regs {
-                let n = perf_reg(reg).ok_or_else(|| unsupported_registers(s.site))?;
-                mask |= 1 << n;
+            for reg in arch.operand_registers(&arg.operand) {
+                mask |= 1 << perf(reg)?;
             }
         }
         Ok(SiteSampling {
+            arch,
             args: s.args,
             strings: s.strings,
             bytes: s.bytes,
@@ -189,11 +181,11 @@ impl<'a> SiteSampling<'a> {
 }
 
 /// The registers unwinding starts from: the instruction, stack and frame
-/// pointers.
-fn stack_mask() -> u64 {
-    [Reg64::Rip, Reg64::Rsp, Reg64::Rbp]
+/// pointers (`rbp`: stacks are unwound on x86-64 only).
+fn stack_mask(arch: &Arch) -> u64 {
+    [arch.ip, arch.sp, Reg64::Rbp]
         .into_iter()
-        .filter_map(perf_reg)
+        .filter_map(|reg| arch.perf(reg))
         .fold(0, |mask, n| mask | 1 << n)
 }
 
@@ -327,12 +319,13 @@ impl PerfSampling {
         // A fetch event samples registers and stack only for unwinding.
         let (regs_mask, stack_bytes) = match (&fetch, plan.stacks) {
             (Some(_), false) => (0, 0),
-            (Some(_), true) => (stack_mask(), plan.stack_bytes),
+            (Some(_), true) => (stack_mask(plan.arch), plan.stack_bytes),
             (None, _) => (plan.regs_mask, plan.stack_bytes),
         };
         self.sites.insert(
             index,
             PerfSite {
+                arch: plan.arch,
                 args: plan.args.len(),
                 regs_mask,
                 stack_bytes,
@@ -357,6 +350,7 @@ impl PerfSampling {
         }
         let ref_ctr = uprobe.ref_ctr_offset.filter(|_| kernel_semaphores);
         let event = FetchEvent::create(
+            plan.arch,
             path,
             (plan.attach_addr, uprobe.offset),
             ref_ctr,
@@ -404,7 +398,7 @@ impl PerfSampling {
         if plan.stacks {
             // The user registers and stack of the task the uprobe hit.
             attr.sample_type |= SAMPLE_REGS_USER | SAMPLE_STACK_USER;
-            attr.sample_regs_user = stack_mask();
+            attr.sample_regs_user = stack_mask(plan.arch);
             attr.sample_stack_user = plan.stack_bytes;
         }
         attr.set_disabled(1);
