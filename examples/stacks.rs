@@ -3,9 +3,10 @@
 //!
 //! `stacks STATIC API JOBS` fires `app:respond` STATIC times through
 //! `serve_static`, API times through `serve_api` and `authorize`, and JOBS
-//! times through `run_job` (default 3, 5 and 7); with `--wait` first, it
-//! waits until a tracer attaches to the probe (its semaphore) before it
-//! fires, and then for its standard input to close before it exits.
+//! times through `run_job` (default 3, 5 and 7). With `--wait` first, it
+//! prints `ready PID`, waits for a line on its standard input before it
+//! fires (for a tracer to attach meanwhile), and for the input to close
+//! before it exits (for the tracer to read its memory maps meanwhile).
 //!
 //! Built in release (no frame pointers), its stacks unwind only with the
 //! DWARF call frame information in `.eh_frame`:
@@ -56,18 +57,18 @@ fn run_job(n: u64) -> u64 {
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let wait = args.first().is_some_and(|a| a == "--wait");
+    let mut input = std::io::stdin().lock();
     if wait {
         args.remove(0);
         println!("ready {}", std::process::id());
-        while !app::respond_enabled() {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let _ = std::io::BufRead::read_line(&mut input, &mut String::new());
     }
-    let count = |i: usize, default: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let count =
+        |i: usize, default: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
     let (a, b, c) = (count(0, 3), count(1, 5), count(2, 7));
     let sum = serve_static(a) + serve_api(b) + run_job(c);
     println!("fired {a} {b} {c} ({sum})");
     if wait {
-        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut vec![]);
+        let _ = std::io::Read::read_to_end(&mut input, &mut vec![]);
     }
 }

@@ -463,7 +463,8 @@ pub fn latency_svg(json: &Path, svg: &Path) -> Result<(), String> {
         .ok_or_else(|| format!("{}: no JSON object", json.display()))?;
     let v: serde_json::Value =
         serde_json::from_str(line).map_err(|e| format!("{}: {e}", json.display()))?;
-    let histogram = latency_histogram(&v).ok_or_else(|| format!("{}: no buckets", json.display()))?;
+    let histogram =
+        latency_histogram(&v).ok_or_else(|| format!("{}: no buckets", json.display()))?;
     let ms = |ns: u64| ns as f64 / 1e6;
     histogram
         .chart(&|low, high| format!("[{:.3}, {:.3}) ms", ms(low), ms(high)))

@@ -317,7 +317,10 @@ impl Report {
             legend: vec![
                 ("no uprobe attached".into(), Color::GREY),
                 ("our probes, attached".into(), Color::BLUE),
-                ("C sys/sdt.h and peer crates, attached".into(), Color::ORANGE),
+                (
+                    "C sys/sdt.h and peer crates, attached".into(),
+                    Color::ORANGE,
+                ),
             ],
         }
     }

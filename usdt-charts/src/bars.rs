@@ -145,11 +145,14 @@ impl BarChart {
                     .y_label_formatter(&label)
                     .x_label_formatter(&|x| format!("{x:.0}"))
                     .x_desc(&self.x_desc)
-                    .draw().map_err(err)?;
+                    .draw()
+                    .map_err(err)?;
                 self.draw_bars(&mut chart, lo, hi)?;
             }
             Scale::Log => {
-                let mut chart = builder.build_cartesian_2d((lo..hi).log_scale(), rows).map_err(err)?;
+                let mut chart = builder
+                    .build_cartesian_2d((lo..hi).log_scale(), rows)
+                    .map_err(err)?;
                 chart
                     .configure_mesh()
                     .disable_y_mesh()
@@ -157,7 +160,8 @@ impl BarChart {
                     .y_label_formatter(&label)
                     .x_label_formatter(&|x| format!("{x}"))
                     .x_desc(&self.x_desc)
-                    .draw().map_err(err)?;
+                    .draw()
+                    .map_err(err)?;
                 self.draw_bars(&mut chart, lo, hi)?;
             }
         }
@@ -168,7 +172,11 @@ impl BarChart {
     /// The legend, the bars, their error bars and notes.
     fn draw_bars<'a, X>(
         &self,
-        chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+        chart: &mut ChartContext<
+            'a,
+            SVGBackend<'a>,
+            Cartesian2d<X, plotters::coord::types::RangedCoordf64>,
+        >,
         lo: f64,
         hi: f64,
     ) -> Result<(), String>
@@ -179,7 +187,8 @@ impl BarChart {
         for (text, color) in &self.legend {
             let color = color.rgb();
             chart
-                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>()).map_err(err)?
+                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+                .map_err(err)?
                 .label(text)
                 .legend(move |(x, y)| {
                     Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
@@ -191,28 +200,35 @@ impl BarChart {
                 .position(SeriesLabelPosition::LowerRight)
                 .background_style(WHITE.mix(0.9))
                 .border_style(BLACK.mix(0.3))
-                .draw().map_err(err)?;
+                .draw()
+                .map_err(err)?;
         }
         for (i, b) in self.bars.iter().enumerate() {
             let y = (n - 1 - i) as f64;
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [(lo, y + 0.15), (b.value.max(lo), y + 0.85)],
-                b.color.rgb().filled(),
-            ))).map_err(err)?;
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(lo, y + 0.15), (b.value.max(lo), y + 0.85)],
+                    b.color.rgb().filled(),
+                )))
+                .map_err(err)?;
             let mut end = b.value.max(lo);
             if let Some(spread) = b.spread {
                 let (from, to) = ((b.value - spread).max(lo), b.value + spread);
-                chart.draw_series(std::iter::once(PathElement::new(
-                    vec![(from, y + 0.5), (to, y + 0.5)],
-                    BLACK,
-                ))).map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(from, y + 0.5), (to, y + 0.5)],
+                        BLACK,
+                    )))
+                    .map_err(err)?;
                 end = to;
             }
-            chart.draw_series(std::iter::once(Text::new(
-                b.note.clone(),
-                (self.note_at(end, hi), y + 0.68),
-                ("sans-serif", 13),
-            ))).map_err(err)?;
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    b.note.clone(),
+                    (self.note_at(end, hi), y + 0.68),
+                    ("sans-serif", 13),
+                )))
+                .map_err(err)?;
         }
         Ok(())
     }
@@ -276,7 +292,10 @@ pub(crate) mod tests {
                 "attached",
                 "M/s",
             ] {
-                assert!(texts.iter().any(|t| t == want), "{scale:?}: no {want:?} in {texts:?}");
+                assert!(
+                    texts.iter().any(|t| t == want),
+                    "{scale:?}: no {want:?} in {texts:?}"
+                );
             }
             // Two bars in their colours.
             assert!(svg.contains("#1F77B4"), "{scale:?}");

@@ -30,7 +30,11 @@ mod tests {
     fn every_frame_is_a_titled_box() {
         let svg = flame_graph(
             "hits of app:respond",
-            ["main;serve;respond 3", "main;job;respond 1", "main;a<b>&c 2"],
+            [
+                "main;serve;respond 3",
+                "main;job;respond 1",
+                "main;a<b>&c 2",
+            ],
         )
         .unwrap();
         // inferno's SVG declares its doctype.
@@ -52,7 +56,10 @@ mod tests {
             "respond (3 hits, 50.00%)",
             "a<b>&c (2 hits, 33.33%)",
         ] {
-            assert!(titles.iter().any(|t| t == want), "no {want:?} in {titles:?}");
+            assert!(
+                titles.iter().any(|t| t == want),
+                "no {want:?} in {titles:?}"
+            );
         }
         let text: String = doc
             .descendants()
@@ -60,7 +67,18 @@ mod tests {
             .filter_map(|n| n.text())
             .collect();
         assert!(text.contains("hits of app:respond"), "{text}");
-        assert_eq!(svg, flame_graph("hits of app:respond", ["main;serve;respond 3", "main;job;respond 1", "main;a<b>&c 2"]).unwrap());
+        assert_eq!(
+            svg,
+            flame_graph(
+                "hits of app:respond",
+                [
+                    "main;serve;respond 3",
+                    "main;job;respond 1",
+                    "main;a<b>&c 2"
+                ]
+            )
+            .unwrap()
+        );
         // Nothing folded: inferno refuses, in words.
         assert!(flame_graph("t", []).is_err());
     }

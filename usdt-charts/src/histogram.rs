@@ -103,7 +103,14 @@ mod tests {
         let rows: Vec<(u64, u64)> = h.rows().iter().map(|b| (b.low, b.count)).collect();
         assert_eq!(rows, [(0, 2), (1, 0), (2, 0), (4, 1), (8, 0), (16, 5)]);
         let top = Histogram {
-            buckets: vec![bucket(1 << 62, 1), Bucket { low: 1 << 63, high: u64::MAX, count: 1 }],
+            buckets: vec![
+                bucket(1 << 62, 1),
+                Bucket {
+                    low: 1 << 63,
+                    high: u64::MAX,
+                    count: 1,
+                },
+            ],
             ..h.clone()
         };
         assert_eq!(top.rows().len(), 2);

@@ -33,7 +33,9 @@ mod count_engine;
 mod error;
 mod latency;
 mod output;
+mod pictures;
 mod serve;
+mod stacks;
 mod trace_cmd;
 mod typed;
 
@@ -105,6 +107,7 @@ fn run(command: Command) -> Result<i32, CliError> {
         Command::Features(args) => features::features(args),
         Command::List(args) => list(args),
         Command::Count(mut args) => match args.by.take() {
+            Some(by) if by == "stack" => trace_cmd::count_stacks(args),
             Some(by) => count_by::count_by(args, by),
             None => count_cmd::count(args),
         },
@@ -137,6 +140,12 @@ struct Opts {
     duration: Option<Duration>,
     /// `--force-sites`: attach the sites the check refuses too.
     force_sites: bool,
+    /// `trace --stack`, `count --by stack`: each hit's user stack.
+    stack: bool,
+    /// `count --by stack`: hits counted per stack, printed folded.
+    fold: bool,
+    /// `count --by stack --svg`: where the flame graph goes.
+    svg: Option<PathBuf>,
 }
 
 impl From<CountArgs> for Opts {
@@ -154,6 +163,9 @@ impl From<CountArgs> for Opts {
             no_kernel_fetch: false,
             engine: a.engine,
             duration: a.duration,
+            stack: false,
+            fold: false,
+            svg: a.svg,
         }
     }
 }
@@ -173,6 +185,9 @@ impl From<TraceArgs> for Opts {
             no_kernel_fetch: a.no_kernel_fetch,
             engine: a.engine,
             duration: None,
+            stack: a.stack,
+            fold: false,
+            svg: None,
         }
     }
 }

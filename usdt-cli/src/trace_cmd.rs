@@ -1,27 +1,41 @@
 //! `usdt trace`: one line per probe hit with its decoded arguments.
 
 use std::io::{BufWriter, Write};
-use std::time::Duration;
-
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use usdt_trace::{
     escape_name, process_alive, process_threads, Error, Hit, Machine, Objects, Picked, Sampler,
     Session, Signatures, Site, Target, Value,
 };
 
-use crate::args::TraceArgs;
-use crate::count_engine::{Engine, TRACE_ENGINE_ENV};
+use crate::args::{CountArgs, TraceArgs};
+use crate::count_engine::{Engine, ENGINE_ENV, TRACE_ENGINE_ENV};
 use crate::error::CliError;
 use crate::output::Stdout;
+use crate::stacks::{self, Folded};
 use crate::{
     catch_signals, finish_command, interrupted, matches, open_session, print_notices,
-    raise_fd_limit, say_attached, select, session_name, typed, warn_next, Opts, BROKEN_PIPE,
+    raise_fd_limit, say_attached, select, session_name, typed, warn_next, write_error, Opts,
+    BROKEN_PIPE,
 };
 
 pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
+    run(Opts::from(args))
+}
+
+/// `usdt count --by stack`: the hits per user stack, printed as folded
+/// stacks at the end (and drawn with `--svg`).
+pub(crate) fn count_stacks(args: CountArgs) -> Result<i32, CliError> {
+    run(Opts {
+        stack: true,
+        fold: true,
+        ..Opts::from(args)
+    })
+}
+
+fn run(opts: Opts) -> Result<i32, CliError> {
     catch_signals();
-    let opts = Opts::from(args);
     // clap lets exactly one of -p, --all and COMMAND through.
     let mut session = open_session(&opts.place, &opts.operands, opts.force_sites)?;
     let what = session_name(&session);
@@ -47,19 +61,27 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     // Stopped at exec from now on (and what the process did while
     // attaching is caught up on) before saying it traces.
     tracing.attach_new()?;
+    let (doing, stops) = match opts.fold {
+        true => ("counting the stacks at", "Ctrl-C prints them"),
+        false => ("tracing", "Ctrl-C stops"),
+    };
+    // A duration past what the clock can count is no end at all.
+    let end = opts.duration.and_then(|d| Instant::now().checked_add(d));
+    let not_over = move || end.is_none_or(|end| Instant::now() < end);
     match tracing.session.target() {
         Target::Pid(pid) => {
             let threads = process_threads(pid).map_or(0, |t| t.len());
             eprintln!(
-                "usdt: tracing {matched} sites of process {pid} ({threads} threads); Ctrl-C stops"
+                "usdt: {doing} {matched} sites of process {pid} ({threads} threads); {stops}"
             );
-            tracing.follow(|_| Ok(process_alive(pid)))?;
+            tracing.follow(|_| Ok(process_alive(pid) && not_over()))?;
         }
         Target::AllProcesses => {
-            eprintln!("usdt: tracing {matched} sites in every process of {what}; Ctrl-C stops");
-            tracing.follow(|_| Ok(true))?;
+            eprintln!("usdt: {doing} {matched} sites in every process of {what}; {stops}");
+            tracing.follow(|_| Ok(not_over()))?;
         }
     }
+    tracing.out.finish(&what)?;
     if let Some(sig) = interrupted() {
         return Ok(128 + sig);
     }
@@ -73,7 +95,12 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
 /// BPF where the kernel and the files' machines have it (and perf with
 /// `--no-kernel-fetch`, which asks for perf's stack copies).
 fn engine_for(opts: &Opts, machines: &[Machine]) -> Result<Picked, CliError> {
-    let engine = match Engine::chosen(opts.engine, TRACE_ENGINE_ENV)? {
+    // `count --by stack` is a count: its engine is count's.
+    let env = match opts.fold {
+        true => ENGINE_ENV,
+        false => TRACE_ENGINE_ENV,
+    };
+    let engine = match Engine::chosen(opts.engine, env)? {
         Engine::Auto if opts.no_kernel_fetch => Engine::Perf,
         engine => engine,
     };
@@ -131,6 +158,7 @@ impl<'o> Tracing<'o> {
         let mut sampler = Sampler::new(opts.attach)
             .kernel_fetch(!opts.no_kernel_fetch)
             .engine(picked.clone())
+            .stacks(opts.stack)
             .per_cpu(true);
         for (glob, n) in &opts.strings {
             sampler.add_string_arg(glob, *n);
@@ -238,6 +266,8 @@ impl<'o> Tracing<'o> {
             };
             say_attached(&object, "tracing its", attached.map_err(|e| e.to_string()));
         }
+        // A process stopped at an exec has its new program mapped.
+        self.sampler.refresh_stacks();
         self.session.resume();
         Ok(())
     }
@@ -339,6 +369,10 @@ fn trace_command(mut tracing: Tracing<'_>) -> Result<i32, CliError> {
     // untraced.
     let mut session = tracing.session;
     drop(tracing.sampler);
+    if followed.is_ok() {
+        let what = session_name(&session);
+        tracing.out.finish(&what)?;
+    }
     let code = match session.child() {
         Some(child) => finish_command(child, status, followed)?,
         None => followed.map(|()| 0)?,
@@ -394,6 +428,12 @@ struct Output {
     held: Vec<Hit>,
     /// Whether the probes are detached after a signal.
     detached: bool,
+    /// `count --by stack`: hits counted per stack, not printed.
+    folded: Option<Folded>,
+    /// `count --by stack --svg`: where the flame graph goes.
+    svg: Option<PathBuf>,
+    /// The probe globs, for the flame graph's title.
+    globs: Vec<String>,
 }
 
 impl Output {
@@ -409,7 +449,38 @@ impl Output {
             sigs,
             held: vec![],
             detached: false,
+            folded: opts.fold.then(Folded::default),
+            svg: opts.svg.clone(),
+            globs: opts.operands.clone(),
         }
+    }
+
+    /// With `count --by stack`: the folded stacks on stdout, the flame
+    /// graph with `--svg`, and how many hits and stacks on stderr.
+    fn finish(&mut self, what: &str) -> Result<(), CliError> {
+        let Some(folded) = &self.folded else {
+            return Ok(());
+        };
+        folded.write(&mut self.out)?;
+        self.out.flush().map_err(write_error)?;
+        let stacks = folded.lines().len();
+        eprintln!(
+            "usdt: {} hits in {stacks} stacks{}",
+            folded.hits(),
+            match folded.without {
+                0 => String::new(),
+                n => format!(" ({n} hits without a stack)"),
+            }
+        );
+        if let Some(path) = &self.svg {
+            let globs = match self.globs.is_empty() {
+                true => "every probe".to_string(),
+                false => self.globs.join(" "),
+            };
+            let title = format!("hits of {} in {what}, by stack", escape_name(&globs));
+            folded.write_svg(&title, path)?;
+        }
+        Ok(())
     }
 
     /// Whether output waits until the probes are detached: after a
@@ -428,6 +499,10 @@ impl Output {
         }
         if self.holding() {
             self.held.push(hit.clone());
+            return;
+        }
+        if let Some(folded) = &mut self.folded {
+            folded.add(hit.stack.as_ref());
             return;
         }
         let result = if self.json {
@@ -471,6 +546,9 @@ impl Output {
                 line.extend_from_slice(typed.as_bytes());
             }
             line.push(b'\n');
+            if let Some(stack) = &hit.stack {
+                stacks::push_stack(line, stack);
+            }
             return self.out.write_all(&self.line);
         }
         for (i, arg) in hit.args.iter().enumerate() {
@@ -488,19 +566,25 @@ impl Output {
             }
         }
         line.push(b'\n');
+        if let Some(stack) = &hit.stack {
+            stacks::push_stack(line, stack);
+        }
         self.out.write_all(&self.line)
     }
 
     fn json_line(&mut self, hit: &Hit) -> std::io::Result<()> {
         let args = typed::json(&self.sigs, hit)
             .unwrap_or_else(|| hit.args.iter().map(json_value).collect());
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "time_ns": hit.time_ns,
             "pid": hit.pid,
             "tid": hit.tid,
             "probe": hit.probe(),
             "args": args,
         });
+        if let Some(stack) = &hit.stack {
+            line["stack"] = stacks::json_stack(stack);
+        }
         writeln!(self.out, "{line}")
     }
 

@@ -257,23 +257,26 @@ impl Sampler {
     }
 
     /// Gives each hit its user stack ([`Hit::stack`]), unwound and
-    /// symbolized in this process ([`Stack`]): every sample then copies the
+    /// symbolized in this process ([`Stack`](crate::Stack)): every sample then copies the
     /// instruction, stack and frame pointers and [`Sampler::stack_bytes`]
     /// of the stack, which the DWARF call frame information of each file
-    /// the process maps unwinds (no frame pointers needed). With the perf
-    /// engine only, for now: a sampler with stacks attaches with perf
-    /// events whatever [`Sampler::engine`] picked. Applies to sites
-    /// attached afterwards.
+    /// the process maps unwinds (no frame pointers needed): perf's
+    /// `PERF_SAMPLE_STACK_USER`, or the BPF program's copy with
+    /// `bpf_probe_read_user`. Set before the first attach.
     pub fn stacks(mut self, on: bool) -> Sampler {
         self.stacks = on.then(Stacks::default);
-        if on {
-            self.picked = Picked {
-                bpf: false,
-                auto: false,
-                fallback: None,
-            };
-        }
         self
+    }
+
+    /// With [`Sampler::stacks`], reads again the memory maps of the
+    /// processes attached by pid, which stacks are unwound with: for a
+    /// tracer to call while a process is stopped at an exec, its new
+    /// program mapped (they are read at every poll too, but a program that
+    /// ends between two polls leaves its hits to the maps read last).
+    pub fn refresh_stacks(&mut self) {
+        if let Some(stacks) = &mut self.stacks {
+            stacks.new_round();
+        }
     }
 
     /// Samples lost so far because a ring buffer was full: the kernel's
@@ -403,7 +406,11 @@ impl Sampler {
     fn bpf_engine(&self) -> Result<Box<dyn Engine>, Error> {
         crate::engine::perf::tracefs::remove_stale_events();
         let bytes = self.ring_pages as u64 * usdt_runtime::page_size();
-        Ok(Box::new(BpfSampling::new(bytes)?))
+        let stack_bytes = match self.stacks {
+            Some(_) => self.stack_bytes,
+            None => 0,
+        };
+        Ok(Box::new(BpfSampling::new(bytes, stack_bytes)?))
     }
 
     /// Waits up to `timeout` for a ring buffer to fill past its watermark,

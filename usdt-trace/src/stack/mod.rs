@@ -156,6 +156,7 @@ impl Stacks {
             .entry(pid)
             .or_insert_with(|| Process::new(pid))
             .refresh(files);
+
         self.fresh.insert(pid);
         alive
     }
@@ -295,7 +296,10 @@ mod tests {
         assert!(first.file.as_deref().unwrap().ends_with("stack/mod.rs"));
         assert!(first.object.is_some());
         // Without the registers, no stack.
-        assert_eq!(stacks.stack(std::process::id(), &Regs::default(), &copy), None);
+        assert_eq!(
+            stacks.stack(std::process::id(), &Regs::default(), &copy),
+            None
+        );
     }
 
     #[test]

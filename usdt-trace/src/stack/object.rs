@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use framehop::ExplicitModuleSectionInfo;
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
 use crate::elf::sites::Segment;
 
@@ -29,6 +29,15 @@ pub(crate) struct Symbol {
     pub(crate) line: Option<u32>,
 }
 
+/// A function in the symbol table (`.symtab`, else `.dynsym`).
+#[derive(Debug)]
+struct FunctionSymbol {
+    start: u64,
+    /// 0: not known.
+    size: u64,
+    name: Arc<str>,
+}
+
 /// One ELF file's unwind sections and symbols.
 pub(crate) struct ObjectFile {
     /// Its `PT_LOAD` segments, to find its load bias in a process.
@@ -36,7 +45,7 @@ pub(crate) struct ObjectFile {
     /// The unwind sections, handed to framehop for each process.
     pub(crate) unwind: ExplicitModuleSectionInfo<Arc<[u8]>>,
     /// Function symbols by address (demangled when looked up).
-    symbols: Vec<(u64, Arc<str>)>,
+    symbols: Vec<FunctionSymbol>,
     dwarf: Option<addr2line::Context<Reader>>,
     /// What each looked-up address is: innermost (inlined) call first.
     looked_up: HashMap<u64, Arc<[Symbol]>>,
@@ -86,13 +95,20 @@ impl ObjectFile {
                 }
             })
             .collect();
-        let mut symbols: Vec<(u64, Arc<str>)> = file
-            .symbol_map()
+        let mut symbols: Vec<FunctionSymbol> = file
             .symbols()
-            .iter()
-            .map(|s| (s.address(), Arc::from(s.name())))
+            .chain(file.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+            .filter_map(|s| {
+                Some(FunctionSymbol {
+                    start: s.address(),
+                    size: s.size(),
+                    name: Arc::from(s.name().ok().filter(|n| !n.is_empty())?),
+                })
+            })
             .collect();
-        symbols.sort_by_key(|(a, _)| *a);
+        symbols.sort_by_key(|s| (s.start, std::cmp::Reverse(s.size)));
+        symbols.dedup_by_key(|s| s.start);
         let dwarf = dwarf_of(&file).or_else(|| {
             let debug = separate_debug_file(&file)?;
             let data = std::fs::read(debug).ok()?;
@@ -125,7 +141,9 @@ impl ObjectFile {
                 while let Ok(Some(frame)) = frames.next() {
                     let function = frame.function.as_ref().and_then(|f| {
                         let name = f.raw_name().ok()?;
-                        Some(Arc::from(addr2line::demangle_auto(name, f.language).as_ref()))
+                        Some(Arc::from(
+                            addr2line::demangle_auto(name, f.language).as_ref(),
+                        ))
                     });
                     let (file, line) = match frame.location {
                         Some(l) => (l.file.map(Arc::from), l.line),
@@ -156,12 +174,18 @@ impl ObjectFile {
         out
     }
 
-    /// The demangled name of the symbol at or before `svma`.
+    /// The demangled name of the function symbol that covers `svma` (the
+    /// one at or before it, where its size is not known): none for an
+    /// address past the function before it, which a stripped file's
+    /// `.dynsym` (exported functions only) leaves for its static ones.
     fn table_name(&self, svma: u64) -> Option<Arc<str>> {
-        let at = self.symbols.partition_point(|(a, _)| *a <= svma);
-        let (_, name) = self.symbols.get(at.checked_sub(1)?)?;
+        let at = self.symbols.partition_point(|s| s.start <= svma);
+        let s = self.symbols.get(at.checked_sub(1)?)?;
+        if s.size > 0 && svma - s.start >= s.size {
+            return None;
+        }
         Some(Arc::from(
-            addr2line::demangle_auto(name.as_ref().into(), None).as_ref(),
+            addr2line::demangle_auto(s.name.as_ref().into(), None).as_ref(),
         ))
     }
 }
@@ -216,7 +240,8 @@ fn separate_debug_file(file: &object::File<'_>) -> Option<std::path::PathBuf> {
     let id = file.build_id().ok()??;
     let (first, rest) = id.split_first()?;
     let hex: String = rest.iter().map(|b| format!("{b:02x}")).collect();
-    let path = std::path::PathBuf::from(format!("/usr/lib/debug/.build-id/{first:02x}/{hex}.debug"));
+    let path =
+        std::path::PathBuf::from(format!("/usr/lib/debug/.build-id/{first:02x}/{hex}.debug"));
     path.is_file().then_some(path)
 }
 
@@ -240,10 +265,41 @@ mod tests {
             outer.function.as_deref(),
             Some("usdt_trace::stack::object::tests::this_test_binary_symbolizes_its_own_functions")
         );
-        assert!(outer.file.as_deref().unwrap().ends_with("object.rs"), "{outer:?}");
+        assert!(
+            outer.file.as_deref().unwrap().ends_with("object.rs"),
+            "{outer:?}"
+        );
         assert!(outer.line.is_some());
         // Not ELF, or nothing: none.
         assert!(ObjectFile::parse(b"not elf").is_none());
+    }
+
+    #[test]
+    fn a_symbol_covers_its_size_only() {
+        let symbol = |start, size, name: &str| FunctionSymbol {
+            start,
+            size,
+            name: name.into(),
+        };
+        let mut o = ObjectFile {
+            segments: vec![],
+            unwind: ExplicitModuleSectionInfo::default(),
+            symbols: vec![
+                symbol(0x1000, 0x10, "_ZN4demo5first17h0123456789abcdefE"),
+                symbol(0x2000, 0, "_ZN3foo3barEv"),
+            ],
+            dwarf: None,
+            looked_up: HashMap::new(),
+        };
+        let name =
+            |o: &mut ObjectFile, at| o.symbolize(at).first().and_then(|s| s.function.clone());
+        assert_eq!(name(&mut o, 0x1000).as_deref(), Some("demo::first"));
+        assert_eq!(name(&mut o, 0x100f).as_deref(), Some("demo::first"));
+        // Past its size: a static function .dynsym does not name.
+        assert_eq!(name(&mut o, 0x1010), None);
+        assert_eq!(name(&mut o, 0xfff), None);
+        // A size not known covers up to the next symbol; C++ demangled.
+        assert_eq!(name(&mut o, 0x2345).as_deref(), Some("foo::bar()"));
     }
 
     impl ObjectFile {
@@ -251,10 +307,8 @@ mod tests {
         fn symbols_named(&self, suffix: &str) -> u64 {
             self.symbols
                 .iter()
-                .find(|(_, n)| {
-                    addr2line::demangle_auto(n.as_ref().into(), None).ends_with(suffix)
-                })
-                .map(|(a, _)| *a)
+                .find(|s| addr2line::demangle_auto(s.name.as_ref().into(), None).ends_with(suffix))
+                .map(|s| s.start)
                 .unwrap()
         }
     }

@@ -77,8 +77,11 @@ impl Process {
     /// since (read into `files` the first time any process maps them) and
     /// files unmapped. False when the process is gone.
     pub(crate) fn refresh(&mut self, files: &mut Files) -> bool {
-        let Ok(maps) = read_maps(self.pid) else {
-            return false;
+        // A zombie's maps are empty: it is gone, its maps as last read
+        // are kept for the hits still to be read.
+        let maps = match read_maps(self.pid) {
+            Ok(maps) if !maps.is_empty() => maps,
+            _ => return false,
         };
         if maps == self.maps {
             return true;
@@ -149,21 +152,36 @@ impl Process {
             Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
         };
         let regs = UnwindRegsX86_64::new(ip, sp, bp);
-        let mut frames = self
-            .unwinder
-            .iter_frames(ip, regs, &mut self.cache, &mut read);
+        let Process {
+            unwinder,
+            cache,
+            loaded,
+            ..
+        } = self;
+        let known = |addr: u64| {
+            let found = loaded.range(..=addr).next_back();
+            found.is_some_and(|(_, l)| l.range.contains(&addr))
+        };
+        let mut frames = unwinder.iter_frames(ip, regs, cache, &mut read);
         let mut found = vec![];
         let complete = loop {
-            match frames.next() {
-                Ok(Some(f)) => found.push(Found {
+            let frame = match frames.next() {
+                Ok(Some(f)) => Found {
                     addr: f.address(),
                     lookup: match f {
                         FrameAddress::InstructionPointer(a) => a,
                         FrameAddress::ReturnAddress(_) => f.address_for_lookup(),
                     },
-                }),
+                },
                 Ok(None) => break true,
                 Err(_) => break false,
+            };
+            found.push(frame);
+            // Past a file not known (mapped since the last look, by a
+            // process gone since), framehop would guess by the frame
+            // pointer: stop at the frame.
+            if !known(frame.lookup) {
+                break false;
             }
             // A loop in a corrupt stack ends here.
             if found.len() >= super::MAX_FRAMES {

@@ -429,8 +429,9 @@ impl PerfSampling {
                 attr.sample_type |= SAMPLE_STACK_USER;
                 attr.sample_stack_user = plan.stack_bytes;
             }
-            if plan.memory {
-                // Memory outside the stack copy is read after the fact: wake
+            if plan.memory || plan.stacks {
+                // Memory outside the stack copy, and the process's maps that
+                // its stack is unwound with, are read after the fact: wake
                 // the reader at every sample to keep that window short.
                 attr.wakeup_events = 1;
             } else {
