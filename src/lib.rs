@@ -1,4 +1,8 @@
-//! USDT probes for Rust whose sites are `nop; nop5`.
+//! USDT probes for Rust: static tracepoints that bpftrace, gdb, perf, libbpf
+//! and this project's `usdt` command attach to, as they attach to probes
+//! written with C's `sys/sdt.h`. Untraced, a probe costs its two nops; traced
+//! on Linux 6.18 or later, a uprobe on its `nop5` takes the kernel's
+//! optimized path.
 //!
 //! The package is `usdt-probes`; its library is named `usdt`:
 //!
@@ -7,13 +11,11 @@
 //! usdt-probes = "0.1"
 //! ```
 //!
-//! Declare a provider, a module of probe declarations, and fire its probes with
-//! the macros it generates. Tracers (bpftrace, gdb, perf, libbpf, and this
-//! workspace's `usdt` command) find them in the binary's `.note.stapsdt`
-//! section, exactly as they find probes written with C's `sys/sdt.h`.
+//! Declare a provider, a module of probe declarations, and fire its probes
+//! with the macros it generates:
 //!
 //! ```
-//! #[usdt::provider]                  // provider name = module name
+//! #[usdt::provider]                  // the provider's name is the module's
 //! mod http {
 //!     /// A request arrived.
 //!     fn request_start(id: u64, path: &str) {}
@@ -28,6 +30,9 @@
 //!     closure_ran = true;
 //!     (id, status, t())
 //! });
+//! if http::request_done_enabled() {          // is a tracer attached now?
+//!     // preparation that does not fit in a closure
+//! }
 //! usdt::probe!(http, tick, id, -1i32);      // ad-hoc: no declaration, no semaphore
 //!
 //! // Nothing traces a doctest:
@@ -35,110 +40,22 @@
 //! assert!(!closure_ran);
 //! ```
 //!
-//! # The probe site
+//! Then, as root: `bpftrace -e 'usdt:./prog:http:request_start { printf("%d
+//! %s\n", arg0, str(arg1)); }' -c ./prog`, or, with this project's command,
+//! `usdt trace -- ./prog`, which prints each hit by name:
+//! `http:request_start id=1 path="/index.html"`.
 //!
-//! Each call site of a probe emits `90 0f 1f 44 00 00` (`nop; nop5`, written
-//! byte by byte) and one `NT_STAPSDT` note whose Location points at the `90`.
-//! Every tracer may attach there: every kernel emulates a uprobe on a one-byte
-//! `nop`. On Linux 6.18 to 7.2 a uprobe at Location + 1, on the `nop5`, is
-//! rewritten after its first hit into a `call` to the kernel's uprobe
-//! trampoline, which enters the kernel by `syscall` instead of a trap. The
-//! cargo feature `nop10` emits `nop; nop10` instead, the layout the kernel
-//! series queued for 7.3 optimizes. [`KernelFeatures::detect`] tells a tracer
-//! which of the two this kernel optimizes, and [`SITE_LAYOUT`] which one this
-//! build emits. Other architectures (aarch64) get their `nop` and the same note;
-//! targets without ELF notes get no site and probes cost nothing but their
-//! arguments.
+//! # Where to read on
 //!
-//! The site never lets the compiler keep data in the red zone below the stack
-//! pointer: the optimized path's `call` writes there.
-//!
-//! # Arguments
-//!
-//! A probe takes up to 12 arguments, each passed in a register that the note
-//! names at the value's width and sign (`1@%dil`, `-4@%edx`, `8@%rax`):
-//!
-//! | Rust type | in the note |
-//! |---|---|
-//! | `u8`, `u16`, `u32`, `u64`, `usize` | `1@`, `2@`, `4@`, `8@`, `8@` |
-//! | `i8`, `i16`, `i32`, `i64`, `isize` | `-1@`, `-2@`, `-4@`, `-8@`, `-8@` |
-//! | `core::ffi::c_int` and the other C integer aliases | as their integer type |
-//! | `bool` | `1@`, 0 or 1 |
-//! | `char` | `4@`, its code point |
-//! | `f32`, `f64` | `4@`, `8@`: the IEEE-754 bits as an unsigned integer (`f32::to_bits`) |
-//! | `*const T`, `*mut T`, `&T`, `&mut T` | `8@`, the address |
-//! | `&CStr`, `CString` | `8@`, the address of the NUL-terminated bytes |
-//! | `&str`, `String` (provider probes only) | `8@`, the address of a NUL-terminated copy |
-//! | `&[u8]`, `Vec<u8>` (provider probes only) | two operands: `8@` the address, `8@` the length |
-//! | `Duration` | `8@`, nanoseconds, saturating at `u64::MAX` |
-//! | a type implementing [`trait@ProbeArg`] (`#[derive(usdt::ProbeArg)]`) | as its field |
-//!
-//! A string argument is copied onto the stack, with a terminating NUL, only
-//! while a tracer is attached to the probe (its semaphore is non-zero); an
-//! idle probe copies nothing. The copy holds at most [`STR_MAX`] (255) bytes:
-//! a longer string is cut at the last whole UTF-8 character within that bound,
-//! and a NUL inside the string ends it for every reader. A tracer that does not
-//! raise the semaphore sees a null pointer.
-//!
-//! Ad-hoc probes (`usdt::probe!`) take integers, `bool`, `char`, floats, raw
-//! pointers, `&CStr` and `CString`; strings need a provider probe, and a
-//! reference is passed as a raw pointer (`core::ptr::from_ref(&x)`), so that
-//! `&String` never passes the address of a `String`'s header by mistake.
-//!
-//! # Signature records and dashed names
-//!
-//! Every provider probe site also writes a record of the probe's argument
-//! names, types as written and [`kind`]s to `.usdt.signatures`: a section
-//! that is not loaded, which other tools ignore, emitted from the site's
-//! `asm!` block and linked to its code like the note (`SHF_LINK_ORDER`), so
-//! that `--gc-sections` keeps and drops both together. The `usdt` command
-//! (`usdt-trace`) reads it: `usdt list` shows
-//! `http:request_start(id: u64, path: &str)` and `usdt trace` prints
-//! `http:request_start id=1 path="/index.html"`. Ad-hoc probes have none.
-//!
-//! A probe function named with `__` has `-` there in its note name, as DTrace
-//! names probes: `fn order__placed` is the probe `order-placed`, fired as
-//! `order__placed!(..)`.
-//!
-//! # Semaphores
-//!
-//! Each provider probe has one 2-byte counter in the writable `.probes`
-//! section, shared by all its sites. The kernel increments it while a uprobe
-//! created with `ref_ctr_offset` is attached (bpftrace, libbpf and `usdt count`
-//! do so; gdb increments it itself). `NAME_enabled()` reads it. The `.probes`
-//! section starts on a page of its own, because the kernel finds a semaphore
-//! by file offset in every writable mapping of the file, and a linker may map
-//! the page where the RELRO segment ends and the data segment begins twice.
-//!
-//! # Where the macros can be used
-//!
-//! The macros a provider generates (`http::request_start!`) are usable anywhere
-//! in the defining crate, through the provider module's path. They are not
-//! exported to other crates: declare the provider in the crate that fires it.
-//!
-//! # A renamed dependency
-//!
-//! The code a provider and the derive generate names this crate `::usdt`. A
-//! program that gives the dependency another name
-//! (`my_usdt = { package = "usdt-probes", version = "0.1" }`) says which, with
-//! `crate = "..."` as serde's attributes take it; `probe!` needs nothing:
-//!
-//! ```
-//! # extern crate usdt as my_usdt;
-//! #[my_usdt::provider(crate = "my_usdt")]
-//! mod http {
-//!     fn accept(conn: ConnId, peer: &str) {}
-//! }
-//!
-//! #[derive(my_usdt::ProbeArg)]
-//! #[usdt(crate = "my_usdt")] // the derive's option, whatever the dependency's name
-//! struct ConnId(u64);
-//!
-//! fn main() {
-//!     http::accept!(ConnId(7), "10.0.0.1:443");
-//!     my_usdt::probe!(http, tick, 1u64);
-//! }
-//! ```
+//! - [`provider`]: declaring probes, the macros and functions it generates,
+//!   the argument types, probe names, and a renamed dependency.
+//! - [`trait@ProbeArg`] and [`derive@ProbeArg`]: your own argument types.
+//! - [`probe!`]: ad-hoc probes.
+//! - [`SITE_LAYOUT`], [`KernelFeatures`]: the probe site and what the
+//!   running kernel optimizes, for tracers.
+//! - The repository's guides: `docs/api.md` (the API by example),
+//!   `docs/tracing.md` (bpftrace, gdb, perf and `usdt`), `docs/site.md` (the
+//!   probe site, kernel generations, fork and the red zone).
 #![warn(missing_docs)]
 // Nothing panics on input or on the system: a failure is an error value.
 // Here, at the library crates' roots, not as a workspace lint: tests,
@@ -170,18 +87,123 @@
 /// - a semaphore, defined once per provider:name.
 ///
 /// Probe declarations take no body, no generics, no `self`, no return type and
-/// at most 12 arguments of the types in the [crate documentation](crate).
+/// at most 12 arguments. A mistake is a compile error at the offending token
+/// that says what to write instead.
+///
+/// # Lazy probes
+///
+/// A closure returns the probe's arguments as a tuple, or a bare value for a
+/// one-argument probe; the probe's types are written out for it, so literals
+/// take them. A string the closure builds is returned owned: declare that
+/// argument `String`.
+///
+/// ```
+/// #[usdt::provider]
+/// mod cache {
+///     fn lookup(key: u64, keys: String) {}
+///     fn evicted(key: u64) {}
+/// }
+///
+/// let keys = [3u64, 5, 8];
+/// let mut built = 0;
+/// cache::lookup!(|| {
+///     built += 1; // only while traced
+///     (5, format!("{keys:?}"))
+/// });
+/// cache::evicted!(move || keys[0]);
+/// assert_eq!(built, 0);
+/// ```
+///
+/// # Argument types
+///
+/// Each argument is passed in a register that the note names at the value's
+/// width and sign (`1@%dil`, `-4@%edx`, `8@%rax`):
+///
+/// | Rust type | in the note |
+/// |---|---|
+/// | `u8`, `u16`, `u32`, `u64`, `usize` | `1@`, `2@`, `4@`, `8@`, `8@` |
+/// | `i8`, `i16`, `i32`, `i64`, `isize` | `-1@`, `-2@`, `-4@`, `-8@`, `-8@` |
+/// | `core::ffi::c_int` and the other C integer aliases | as their integer type |
+/// | `bool` | `1@`, 0 or 1 |
+/// | `char` | `4@`, its code point |
+/// | `f32`, `f64` | `4@`, `8@`: the IEEE-754 bits as an unsigned integer (`f32::to_bits`) |
+/// | `*const T`, `*mut T`, `&T`, `&mut T` | `8@`, the address |
+/// | `&CStr`, `CString` | `8@`, the address of the NUL-terminated bytes |
+/// | `&str`, `String` | `8@`, the address of a NUL-terminated copy |
+/// | `&[u8]`, `Vec<u8>` | two operands: `8@` the address, `8@` the length |
+/// | `Duration` | `8@`, nanoseconds, saturating at `u64::MAX` |
+/// | a type implementing [`trait@ProbeArg`] (`#[derive(usdt::ProbeArg)]`) | as its field |
+///
+/// A string argument is copied onto the stack, with a terminating NUL, only
+/// while a tracer is attached to the probe (its semaphore is non-zero); an
+/// idle probe copies nothing. The copy holds at most [`STR_MAX`] bytes. A
+/// tracer that does not raise the semaphore sees a null pointer.
+///
+/// # Names, signatures and semaphores
+///
+/// A probe function named with `__` has `-` there in its note name, as DTrace
+/// names probes: `fn order__placed` is the probe `order-placed`, fired as
+/// `order__placed!(..)`.
+///
+/// Every site also records the probe's argument names, types as written and
+/// [`kind`]s in `.usdt.signatures`, a section that is not loaded and that
+/// other tools ignore: `usdt list` shows `http:request_start(id: u64, path:
+/// &str)` and `usdt trace` prints `http:request_start id=1
+/// path="/index.html"`.
+///
+/// Each probe has one 2-byte semaphore in the writable `.probes` section,
+/// shared by all its sites. The kernel increments it while a uprobe created
+/// with `ref_ctr_offset` is attached (bpftrace, libbpf and `usdt` do so; gdb
+/// increments it itself); `name_enabled()` reads it.
+///
+/// # Where the macros can be used
+///
+/// The generated macros are usable anywhere in the defining crate, through
+/// the provider module's path (`crate::http::request_start!`). They are not
+/// exported to other crates: a library declares its provider and fires its
+/// probes in its own functions, and every program that uses the library
+/// carries them.
+///
+/// # A renamed dependency
+///
+/// The code a provider and the derive generate names this crate `::usdt`. A
+/// program that gives the dependency another name
+/// (`my_usdt = { package = "usdt-probes", version = "0.1" }`) says which, with
+/// `crate = "..."` as serde's attributes take it; `probe!` needs nothing:
+///
+/// ```
+/// # extern crate usdt as my_usdt;
+/// #[my_usdt::provider(crate = "my_usdt")]
+/// mod http {
+///     fn accept(conn: ConnId, peer: &str) {}
+/// }
+///
+/// #[derive(my_usdt::ProbeArg)]
+/// #[usdt(crate = "my_usdt")] // the derive's option, whatever the dependency's name
+/// struct ConnId(u64);
+///
+/// fn main() {
+///     http::accept!(ConnId(7), "10.0.0.1:443");
+///     my_usdt::probe!(http, tick, 1u64);
+/// }
+/// ```
 pub use usdt_macros::provider;
 
 /// Fires an ad-hoc probe: `usdt::probe!(provider, name, args...)`.
 ///
 /// No declaration and no semaphore: the site is the two nops and the note.
 /// Arguments are integers, `bool`, `char`, floats, raw pointers, `&CStr` and
-/// `CString`, evaluated once.
+/// `CString`, evaluated once. Strings need a provider probe (which copies
+/// them while traced), and a reference is passed as a raw pointer
+/// (`core::ptr::from_ref(&x)`), so that `&String` never passes the address
+/// of a `String`'s header by mistake.
 ///
 /// ```
 /// let bytes = [1u8, 2, 3];
 /// usdt::probe!(cache, miss, 42u64, -1i32, bytes.as_ptr(), bytes.len());
+///
+/// let conn = 7u64;
+/// usdt::probe!(net, close, core::ptr::from_ref(&conn), c"peer reset", true);
 /// ```
 ///
 /// The expansion names this crate by `$crate`, so it works however the
@@ -193,9 +215,96 @@ macro_rules! probe {
     };
 }
 
-pub use usdt_runtime::{KernelFeatures, SiteLayout, UprobeSyscall, STR_MAX};
+/// What the running kernel can do for probes, detected once per process.
+///
+/// ```
+/// let features = usdt::KernelFeatures::detect(); // once per process, then cached
+/// match features.optimized_offset(usdt::SITE_LAYOUT) {
+///     Some(offset) => println!("this kernel optimizes a uprobe at Location + {offset}"),
+///     None => println!("a uprobe on these sites is emulated at the nop"),
+/// }
+/// ```
+pub use usdt_runtime::KernelFeatures;
 
-pub use usdt_runtime::{kind, ProbeArg};
+/// A probe site's layout; [`SITE_LAYOUT`] is this build's.
+///
+/// ```
+/// use usdt::SiteLayout;
+///
+/// assert_eq!(SiteLayout::NopNop5.to_string(), "nop;nop5");
+/// assert_eq!(SiteLayout::NopNop5.long_nop_at(SiteLayout::NopNop5), Some(1));
+/// assert_eq!(SiteLayout::NopNop5Nop10.long_nop_at(SiteLayout::NopNop10), Some(6));
+/// assert!(!SiteLayout::Nop.has_long_nop());
+/// ```
+pub use usdt_runtime::SiteLayout;
+
+/// Which kernel generation this is, as the uprobe syscall tells it.
+///
+/// ```
+/// use usdt::UprobeSyscall;
+///
+/// let generation = match usdt::KernelFeatures::detect().uprobe_syscall {
+///     UprobeSyscall::Absent => "before 6.18: nothing is optimized",
+///     UprobeSyscall::OptimizesNop5 => "6.18 to 7.2: nop5 is optimized",
+///     UprobeSyscall::OptimizesNop10 => "7.3 and 7.2.6+: nop10 is optimized",
+///     UprobeSyscall::Unknown(_) => "unknown",
+/// };
+/// println!("{generation}");
+/// ```
+pub use usdt_runtime::UprobeSyscall;
+
+/// At most 255 bytes of a string argument reach a tracer; a NUL inside the
+/// string also ends it for every reader.
+///
+/// ```
+/// #[usdt::provider]
+/// mod log {
+///     fn line(text: &str) {}
+/// }
+///
+/// let long = "x".repeat(4 * usdt::STR_MAX);
+/// log::line!(&long); // a tracer reads the first 255 bytes
+/// assert_eq!(usdt::STR_MAX, 255);
+/// ```
+pub use usdt_runtime::STR_MAX;
+
+/// How tracers show each argument: the codes of signature records.
+///
+/// ```
+/// use usdt::kind;
+///
+/// assert_eq!(kind::int(-4), kind::SIGNED | 4); // an i32
+/// assert_eq!(kind::int(8), kind::UNSIGNED | 8); // a u64
+/// assert_eq!(kind::operands(kind::BYTES), 2); // address and length
+/// ```
+pub use usdt_runtime::kind;
+
+/// Your own argument types: derive the trait for a struct with one field
+/// ([`derive@ProbeArg`]), or write it by hand for another conversion:
+///
+/// ```
+/// /// A temperature in tenths of a degree, passed as a signed 2-byte integer.
+/// struct Celsius(f32);
+///
+/// impl usdt::ProbeArg for Celsius {
+///     const SIZE: i8 = -2; // bytes, negative when signed
+///     const KIND: u8 = usdt::kind::SIGNED | 2; // how tracers show it
+///     fn value(&self) -> u64 {
+///         (self.0 * 10.0) as i16 as i64 as u64 // sign-extended to 64 bits
+///     }
+/// }
+///
+/// #[usdt::provider]
+/// mod sensor {
+///     fn reading(id: u8, temperature: Celsius) {}
+/// }
+///
+/// fn main() {
+///     sensor::reading!(1, Celsius(-4.5)); // a tracer reads -45
+///     usdt::probe!(sensor, raw, Celsius(21.0));
+/// }
+/// ```
+pub use usdt_runtime::ProbeArg;
 
 /// `#[derive(usdt::ProbeArg)]`: a struct with one field passes to probes as
 /// that field, with the field's size and [`kind`].
@@ -226,6 +335,23 @@ pub use usdt_macros::ProbeArg;
 /// The site layout this build emits: `nop; nop5`, `nop; nop10` with the
 /// `nop10` feature, or `nop; nop5; nop10` with the `nop5-nop10` feature (on
 /// x86-64; other architectures emit a single `nop`).
+///
+/// Each call site of a probe emits its layout's bytes (`90 0f 1f 44 00 00`
+/// by default, written byte by byte) and one `NT_STAPSDT` note whose
+/// Location points at the `90`. Every tracer may attach there: every kernel
+/// emulates a uprobe on a one-byte `nop`. Linux 6.18 to 7.2 optimize a uprobe
+/// on the `nop5` (Location + 1), the 7.3 series one on a `nop10`, into a
+/// `call` that enters the kernel by `syscall` instead of a trap
+/// ([`KernelFeatures::optimized_offset`]). The site never lets the compiler
+/// keep data in the red zone below the stack pointer, where that `call`
+/// writes.
+///
+/// ```
+/// println!("this build's probe sites are {}", usdt::SITE_LAYOUT);
+/// if cfg!(target_arch = "x86_64") {
+///     assert!(usdt::SITE_LAYOUT.has_long_nop());
+/// }
+/// ```
 pub const SITE_LAYOUT: SiteLayout = if cfg!(not(target_arch = "x86_64")) {
     SiteLayout::Nop
 } else if cfg!(feature = "nop5-nop10") {
@@ -235,6 +361,15 @@ pub const SITE_LAYOUT: SiteLayout = if cfg!(not(target_arch = "x86_64")) {
 } else {
     SiteLayout::NopNop5
 };
+
+// The README's and the API guide's examples are doc tests too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/api.md")]
+struct ApiGuideExamples;
 
 #[doc(hidden)]
 pub mod __private {

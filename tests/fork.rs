@@ -238,7 +238,7 @@ fn fork_traced_at_location_plus_one_without_the_guard_loses_the_child() {
         assert!(
             run.line("parent").ends_with("child=signal=11"),
             "measured on Linux 6.18: the child dies of SIGSEGV at its first hit; if it \
-             survives now, the kernel handles fork: update this test and the README\n{:#?}",
+             survives now, the kernel handles fork: update this test and docs/site.md\n{:#?}",
             run.lines
         );
     } else {

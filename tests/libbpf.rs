@@ -252,7 +252,7 @@ fn libbpf_traced_fork_loses_the_child_without_the_fork_guard() {
     {
         assert!(
             parent.ends_with("child=signal=11"),
-            "measured on Linux 6.18; if the child survives now, update this test and the README: {parent}"
+            "measured on Linux 6.18; if the child survives now, update this test and docs/site.md: {parent}"
         );
     }
 }

@@ -215,7 +215,7 @@ fn bpftrace(
 
 /// Stops bpftrace: SIGINT (repeated: one sent while it starts up may be
 /// missed), then SIGKILL after 10 s.
-fn stop(child: &mut Child) {
+pub(crate) fn stop(child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         // SAFETY: kill with our child's pid and a signal has no memory
@@ -311,7 +311,7 @@ pub fn run(quick: bool) -> Result<Answers, String> {
 }
 
 /// The release `usdt` beside this bench, built if missing.
-fn usdt_binary() -> Result<PathBuf, String> {
+pub(crate) fn usdt_binary() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let dir = exe.parent().ok_or("no directory")?;
     let usdt = dir.join("usdt");

@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p usdt-bench [-- --quick] [--json FILE] [--svg FILE]
 //! cargo run --release -p usdt-bench -- --answers-only [--quick]
+//! cargo run --release -p usdt-bench -- --postgres-only [--quick]
 //! cargo run --release -p usdt-bench -- --latency-svg LATENCY.json FILE.svg
 //! ```
 //!
@@ -21,6 +22,7 @@ mod loops;
 mod machine;
 mod many;
 mod peers;
+mod pgbench;
 mod report;
 mod timing;
 
@@ -117,11 +119,13 @@ struct Options {
     fork_only: bool,
     /// Only the answers section.
     answers_only: bool,
+    /// Only the PostgreSQL section.
+    postgres_only: bool,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only] [--json FILE] [--svg FILE] | bench --prepare | bench --prepare-c | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
+const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only | --postgres-only] [--json FILE] [--svg FILE] | bench --prepare | bench --prepare-c | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -129,6 +133,7 @@ fn options(args: &[String]) -> Result<Options, String> {
         many_only: false,
         fork_only: false,
         answers_only: false,
+        postgres_only: false,
         json: None,
         svg: None,
     };
@@ -144,6 +149,7 @@ fn options(args: &[String]) -> Result<Options, String> {
             "--many-only" => o.many_only = true,
             "--fork-only" => o.fork_only = true,
             "--answers-only" => o.answers_only = true,
+            "--postgres-only" => o.postgres_only = true,
             "--json" => o.json = Some(file()?),
             "--svg" => o.svg = Some(file()?),
             "-h" | "--help" => {
@@ -249,6 +255,11 @@ fn run(opts: Options) -> Result<(), String> {
     if opts.answers_only {
         let a = answers::run(opts.plan.runs == 1)?;
         print!("{}", answers::table(&a));
+        return Ok(());
+    }
+    if opts.postgres_only {
+        let p = pgbench::run(opts.plan.runs == 1)?;
+        print!("{}", pgbench::table(&p));
         return Ok(());
     }
     let machine = machine::Machine::probe();
@@ -397,6 +408,15 @@ fn run(opts: Options) -> Result<(), String> {
     } else {
         Err("needs root".into())
     };
+    bar.set_message("PostgreSQL");
+    if bar.is_hidden() {
+        eprintln!("bench: PostgreSQL under pgbench ...");
+    }
+    let postgres = if no_attach.is_none() {
+        pgbench::run(opts.plan.runs == 1)
+    } else {
+        Err("needs root".into())
+    };
     bar.finish_and_clear();
     report.others = clock.others_since();
 
@@ -404,6 +424,10 @@ fn run(opts: Options) -> Result<(), String> {
     match &answers {
         Ok(a) => print!("{}", answers::table(a)),
         Err(why) => println!("\nAnswers in the kernel: not measured: {why}"),
+    }
+    match &postgres {
+        Ok(p) => print!("{}", pgbench::table(p)),
+        Err(why) => println!("\nPostgreSQL under pgbench: not measured: {why}"),
     }
     if let Some(path) = &opts.json {
         report.write_json(path)?;

@@ -1,8 +1,9 @@
 //! The answers section: `bench --answers-only --quick` measures every row
 //! (each checks that every request was aggregated, bpftrace's by the sum of
 //! its histogram) and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
-//! latency --json` object. The bench is built in release in this build's
-//! target directory, as tests/bench.rs builds it.
+//! latency --json` object; `--postgres-only --quick` measures PostgreSQL
+//! under pgbench, untraced and traced. The bench is built in release in
+//! this build's target directory, as tests/bench.rs builds it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,6 +34,33 @@ fn bench() -> PathBuf {
     target.join("release/bench")
 }
 
+/// What `bench ARGS` prints, once it succeeded.
+fn section(args: &[&str]) -> String {
+    let out = Command::new(bench())
+        .args(args)
+        .output()
+        .expect("bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    stdout
+}
+
+/// Each of `rows` is measured: a positive value and ratio after its name;
+/// nothing is "not measured".
+fn check_rows(stdout: &str, rows: &[&str]) {
+    for row in rows {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no row {row}\n{stdout}"));
+        let words: Vec<&str> = line[row.len()..].split_whitespace().collect();
+        let (value, ratio): (f64, f64) = (words[0].parse().unwrap(), words[1].parse().unwrap());
+        assert!(value > 0.0 && ratio > 0.0, "{line}");
+    }
+    assert!(!stdout.contains("not measured"), "{stdout}");
+}
+
 #[test]
 fn every_answers_row_is_measured_with_its_ratio() {
     if !usdt_provision::ready(&[
@@ -44,29 +72,17 @@ fn every_answers_row_is_measured_with_its_ratio() {
     ]) {
         return;
     }
-    let out = Command::new(bench())
-        .args(["--answers-only", "--quick"])
-        .output()
-        .expect("bench runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    for row in [
-        "count ",
-        "count --by kind ",
-        "latency --key id ",
-        "latency (tid, nop) ",
-        "bpftrace @start/hist() ",
-    ] {
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with(row))
-            .unwrap_or_else(|| panic!("no row {row}\n{stdout}\n{stderr}"));
-        let words: Vec<&str> = line[row.len()..].split_whitespace().collect();
-        let (ns, ratio): (f64, f64) = (words[0].parse().unwrap(), words[1].parse().unwrap());
-        assert!(ns > 0.0 && ratio > 0.0, "{line}");
-    }
-    assert!(!stdout.contains("not measured"), "{stdout}");
+    let stdout = section(&["--answers-only", "--quick"]);
+    check_rows(
+        &stdout,
+        &[
+            "count ",
+            "count --by kind ",
+            "latency --key id ",
+            "latency (tid, nop) ",
+            "bpftrace @start/hist() ",
+        ],
+    );
     let serve = stdout
         .lines()
         .find(|l| l.starts_with("usdt serve: "))
@@ -111,4 +127,35 @@ fn a_latency_histogram_is_drawn() {
     }
     let bars = text.matches("fill=\"#1F77B4\"").count();
     assert_eq!(bars, 3, "{text}");
+}
+
+#[test]
+fn postgresql_under_pgbench_has_each_row_and_its_ratio() {
+    if !usdt_provision::ready(&[
+        Need::root("the bench attaches uprobes to every backend"),
+        Need::package(
+            usdt_provision::BPFTRACE,
+            "the PostgreSQL section runs bpftrace's latency script",
+        ),
+        Need::package(
+            usdt_provision::POSTGRESQL,
+            "the PostgreSQL section runs pgbench against a cluster of its own",
+        ),
+    ]) {
+        return;
+    }
+    let stdout = section(&["--postgres-only", "--quick"]);
+    assert!(
+        stdout.contains("\nPostgreSQL under pgbench -n -S "),
+        "{stdout}"
+    );
+    check_rows(
+        &stdout,
+        &[
+            "untraced ",
+            "usdt count --all ",
+            "usdt latency --all ",
+            "bpftrace @start/hist() ",
+        ],
+    );
 }

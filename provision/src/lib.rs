@@ -113,6 +113,17 @@ pub const AARCH64_LIBC: Package = Package {
     name: "libc6-dev-arm64-cross",
     provides: &["/usr/aarch64-linux-gnu/lib/crt1.o"],
 };
+/// The riscv64 cross C compiler, for the C probe programs built for
+/// riscv64.
+pub const RISCV64_GCC: Package = Package {
+    name: "gcc-riscv64-linux-gnu",
+    provides: &["/usr/bin/riscv64-linux-gnu-gcc"],
+};
+/// The riscv64 C library the cross linker links against.
+pub const RISCV64_LIBC: Package = Package {
+    name: "libc6-dev-riscv64-cross",
+    provides: &["/usr/riscv64-linux-gnu/lib/crt1.o"],
+};
 /// setpriv, which runs a command without root's privileges.
 pub const SETPRIV: Package = Package {
     name: "util-linux",
@@ -147,8 +158,25 @@ pub const PROMETHEUS: Package = Package {
     provides: &["/usr/bin/prometheus"],
 };
 
+/// PostgreSQL 15's server and client programs (`postgres`, `initdb`,
+/// `pg_ctl`, `pgbench`), whose probes the tests and the bench trace.
+pub const POSTGRESQL: Package = Package {
+    name: "postgresql-15",
+    provides: &["/usr/lib/postgresql/15/bin/postgres"],
+};
+/// Debian's Python 3.11 interpreter, built with its probes.
+pub const PYTHON311: Package = Package {
+    name: "python3.11",
+    provides: &["/usr/bin/python3.11"],
+};
+/// The C++ compiler (and libstdc++, whose exception probes the tests count).
+pub const GXX: Package = Package {
+    name: "g++",
+    provides: &["/usr/bin/g++"],
+};
+
 /// Every package a need may name, for `.ci/run` and for the unit test.
-pub const PACKAGES: [Package; 22] = [
+pub const PACKAGES: [Package; 27] = [
     BPFTRACE,
     SDT,
     GDB,
@@ -165,12 +193,17 @@ pub const PACKAGES: [Package; 22] = [
     QEMU,
     AARCH64_GCC,
     AARCH64_LIBC,
+    RISCV64_GCC,
+    RISCV64_LIBC,
     SETPRIV,
     QEMU_SYSTEM,
     BUSYBOX,
     KMOD,
     PYTHON_VENV,
     PROMETHEUS,
+    POSTGRESQL,
+    PYTHON311,
+    GXX,
 ];
 
 /// Something a test or a bench row needs.

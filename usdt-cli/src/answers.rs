@@ -4,16 +4,20 @@
 //! maps (and to libraries it maps later), and waiting for the end.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use usdt_trace::{escape_name, process_alive, Kind, Session, Signatures, Site, Target};
+use usdt_trace::{
+    escape_name, Attacher, Error, Kind, NewObject, Notice, Run, Session, Signatures, Site, Target,
+    TICK,
+};
 
 use crate::args::Place;
 use crate::error::{ArgUse, CliError};
-use crate::{
-    catch_signals, finish_command, interrupted, open_session, print_notices, raise_fd_limit,
-    say_attached, select, session_name,
+use crate::output::catch_signals;
+use crate::target::{
+    exit_code, open_session, print_notice, raise_fd_limit, say_attached, select, session_name,
 };
+use crate::typed::signatures;
 
 /// Aggregations to attach to the sites of a target's files.
 pub(crate) trait Aggregates {
@@ -30,22 +34,9 @@ pub(crate) trait Aggregates {
     ) -> Result<(), CliError>;
     /// Called about every 20 ms while waiting (serve answers requests).
     fn tick(&mut self, _wait: Duration) -> Result<(), CliError> {
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(TICK);
         Ok(())
     }
-}
-
-/// Attaches every file of the session with matching sites.
-fn attach_all(agg: &mut dyn Aggregates, session: &Session) -> Result<(), CliError> {
-    let target = session.target();
-    for (path, sites) in session.matched() {
-        if sites.is_empty() {
-            continue;
-        }
-        let sigs = crate::typed::signatures([path.as_path()]);
-        agg.attach(&path, &sites, &sigs, target)?;
-    }
-    Ok(())
 }
 
 /// Attaches `agg` to the target's files and waits for the end of the
@@ -62,88 +53,80 @@ pub(crate) fn run(
     catch_signals();
     raise_fd_limit();
     let globs = agg.globs();
-    // A duration past what the clock can count is no end at all.
-    let end = duration.and_then(|d| Instant::now().checked_add(d));
-    let not_over = move || end.is_none_or(|end| Instant::now() < end);
-    let mut session = open_session(place, &globs, force_sites)?;
+    let session = open_session(place, &globs, force_sites)?;
     let name = match place {
         Place::All(_) => format!("every process of {}", session_name(&session)),
         _ => session_name(&session),
     };
     let n = select(&session, &globs, &name)?;
-    let command = session.exec_path().is_some();
-    if command {
-        session.spawn()?;
-    }
-    // A command not started is killed when the session is dropped.
-    match attach_all(agg, &session) {
-        // Ctrl-C reaches the paused command too: it is gone because of the
-        // signal, not a failure of ours.
-        Err(CliError::Trace(e)) if e.no_process().is_some() && interrupted().is_some() => {
-            return Ok(interrupted().map_or(130, |sig| 128 + sig));
-        }
-        other => other?,
-    }
-    if let Some(sig) = interrupted() {
-        return Ok(128 + sig);
-    }
-    if !command {
-        // Stopped at exec from now on (and what the process did while
-        // attaching is caught up on) before saying it started.
-        attach_new(agg, &mut session);
-    }
-    started(n, &name);
-    if command {
-        session.start()?;
-    }
-    let target = session.target();
-    let mut status = None;
-    let mut watched = Ok(());
-    while interrupted().is_none() && not_over() {
-        if let Some(child) = session.child() {
-            match child.try_wait() {
-                Ok(None) => {}
-                Ok(Some(s)) => {
-                    status = Some(s);
-                    break;
-                }
-                Err(e) => {
-                    watched = Err(e.into());
-                    break;
-                }
-            }
-        } else if let Target::Pid(pid) = target {
-            if !process_alive(pid) {
-                break;
-            }
-        }
-        attach_new(agg, &mut session);
-        if let Err(e) = agg.tick(Duration::from_millis(20)) {
-            watched = Err(e);
-            break;
-        }
-    }
-    match session.child() {
-        // --duration is over: the command runs on; its aggregation ends.
-        Some(_) if status.is_none() && interrupted().is_none() && watched.is_ok() => Ok(0),
-        Some(child) => finish_command(child, status, watched),
-        None => watched.map(|()| interrupted().map_or(0, |sig| 128 + sig)),
-    }
+    let mut run = Run::new(session).duration(duration);
+    let ended = run.run(&mut Aggregated {
+        agg,
+        n,
+        name,
+        started,
+    });
+    exit_code(&mut run, ended)
 }
 
-/// Attaches to the objects with matching probes that the process mapped
-/// since the last look (libraries loaded later), one line each.
-fn attach_new(agg: &mut dyn Aggregates, session: &mut Session) {
-    let target = session.target();
-    let found = session.new_objects();
-    print_notices(session);
-    for object in found {
-        let sigs = crate::typed::signatures([object.open_path.as_path()]);
-        let sites: Vec<&Site> = object.sites.iter().collect();
-        let attached = agg.attach(&object.open_path, &sites, &sigs, target);
-        say_attached(&object, "attached its", attached.map_err(|e| e.to_string()));
+/// [`Aggregates`] as the run attaches them, with the line that says they
+/// are.
+struct Aggregated<'a> {
+    agg: &'a mut dyn Aggregates,
+    /// How many sites match, and the target's name, for `started`.
+    n: usize,
+    name: String,
+    started: &'a dyn Fn(usize, &str),
+}
+
+impl Attacher for Aggregated<'_> {
+    type Error = CliError;
+
+    fn library_error(e: &CliError) -> Option<&Error> {
+        e.library()
     }
-    session.resume();
+
+    /// Every file of the session with matching sites.
+    fn attach(&mut self, session: &mut Session) -> Result<(), CliError> {
+        let target = session.target();
+        for (path, sites) in session.matched() {
+            if sites.is_empty() {
+                continue;
+            }
+            let sigs = signatures([path.as_path()]);
+            self.agg.attach(&path, &sites, &sigs, target)?;
+        }
+        Ok(())
+    }
+
+    fn attach_object(&mut self, object: &NewObject, session: &mut Session) -> Result<(), CliError> {
+        let sigs = signatures([object.open_path.as_path()]);
+        let sites: Vec<&Site> = object.sites.iter().collect();
+        self.agg
+            .attach(&object.open_path, &sites, &sigs, session.target())
+    }
+
+    fn attached(
+        &mut self,
+        object: &NewObject,
+        result: Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        say_attached(object, "attached its", result);
+        Ok(())
+    }
+
+    fn notice(&mut self, notice: Notice) {
+        print_notice(notice);
+    }
+
+    fn ready(&mut self, _: &Session) {
+        (self.started)(self.n, &self.name);
+    }
+
+    fn tick(&mut self) -> Result<bool, CliError> {
+        self.agg.tick(TICK)?;
+        Ok(true)
+    }
 }
 
 /// The note operand of probe `site` that `arg` names: `argN`, or a
@@ -153,7 +136,7 @@ pub(crate) fn operand_of(
     arg: &str,
     site: &Site,
     sigs: &Signatures,
-) -> Result<(usize, Option<usdt_trace::Kind>), CliError> {
+) -> Result<(usize, Option<Kind>), CliError> {
     let sig = sigs.of_site(site);
     if let Some(sig) = sig {
         if let Some(i) = sig.params.iter().position(|p| p.name == arg) {
@@ -198,7 +181,7 @@ pub(crate) fn operand_of_all(
     arg: &str,
     sites: &[&Site],
     sigs: &Signatures,
-) -> Result<(usize, Option<usdt_trace::Kind>), CliError> {
+) -> Result<(usize, Option<Kind>), CliError> {
     let Some(first) = sites.first() else {
         return Err(CliError::NoSite { arg: arg.into() });
     };

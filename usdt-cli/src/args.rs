@@ -149,7 +149,23 @@ Example:
     Bpftrace(BpftraceArgs),
 }
 
-/// `usdt list`.
+impl Command {
+    /// The provider files given with `--types` (none for `features`).
+    pub(crate) fn types(&self) -> &[PathBuf] {
+        let types = match self {
+            Command::Features(_) => return &[],
+            Command::List(a) => &a.types,
+            Command::Count(a) => &a.types,
+            Command::Trace(a) => &a.types,
+            Command::Latency(a) => &a.types,
+            Command::Hist(a) => &a.types,
+            Command::Serve(a) => &a.types,
+            Command::Bpftrace(a) => &a.types,
+        };
+        &types.files
+    }
+}
+
 /// `usdt features`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct FeaturesArgs {
@@ -158,6 +174,7 @@ pub(crate) struct FeaturesArgs {
     pub(crate) json: bool,
 }
 
+/// `usdt list`.
 #[derive(Args, Debug)]
 #[command(
     group(ArgGroup::new("target").required(true).args(["pid", "binary"])),
@@ -174,6 +191,9 @@ pub(crate) struct ListArgs {
     /// The ELF file (program or shared library) to read.
     #[arg(value_name = "BINARY")]
     pub(crate) binary: Option<String>,
+    /// Argument names and types from provider files.
+    #[command(flatten)]
+    pub(crate) types: TypesArgs,
 }
 
 /// Where on a site the uprobe goes (`--attach`).
@@ -233,6 +253,18 @@ pub(crate) struct SiteArgs {
     /// (the kernel then writes there all the same).
     #[arg(long)]
     pub(crate) force_sites: bool,
+}
+
+/// `--types FILE.d`, as every command that shows or reads arguments takes
+/// it.
+#[derive(Args, Clone, Debug, Default)]
+pub(crate) struct TypesArgs {
+    /// Take argument names and types from this DTrace provider file
+    /// (`provider p { probe q(const char *query, int n); };`), over the
+    /// built-in catalog's; repeatable. A binary's own signature records
+    /// still win.
+    #[arg(long = "types", value_name = "FILE.d")]
+    pub(crate) files: Vec<PathBuf>,
 }
 
 /// Where the hits come from: [`TargetArgs`] once clap has checked that
@@ -298,6 +330,9 @@ pub(crate) struct CountArgs {
     /// The process, binary or command whose probes are used.
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    /// Argument names and types from provider files.
+    #[command(flatten)]
+    pub(crate) types: TypesArgs,
 }
 
 /// `usdt latency`.
@@ -332,6 +367,9 @@ pub(crate) struct LatencyArgs {
     /// The process, binary or command whose probes are used.
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    /// Argument names and types from provider files.
+    #[command(flatten)]
+    pub(crate) types: TypesArgs,
 }
 
 /// `usdt hist`.
@@ -361,6 +399,9 @@ pub(crate) struct HistArgs {
     /// The process, binary or command whose probes are used.
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    /// Argument names and types from provider files.
+    #[command(flatten)]
+    pub(crate) types: TypesArgs,
 }
 
 /// `usdt serve`.
@@ -390,6 +431,9 @@ pub(crate) struct ServeArgs {
     /// The process, binary or command whose probes are used.
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    /// Argument names and types from provider files.
+    #[command(flatten)]
+    pub(crate) types: TypesArgs,
 }
 
 /// `START,END[,KEY]`.
@@ -451,6 +495,9 @@ pub(crate) struct TraceArgs {
     /// The process, binary or command whose probes are used.
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    /// Argument names and types from provider files.
+    #[command(flatten)]
+    pub(crate) types: TypesArgs,
 }
 
 /// `usdt bpftrace`.
@@ -462,6 +509,9 @@ pub(crate) struct BpftraceArgs {
     /// The probes to print (provider:name, with * and ?); none: every probe.
     #[arg(value_name = "PROBE-GLOB")]
     pub(crate) globs: Vec<String>,
+    /// Argument names and types from provider files.
+    #[command(flatten)]
+    pub(crate) types: TypesArgs,
 }
 
 fn parse_pid(v: &str) -> Result<u32, String> {

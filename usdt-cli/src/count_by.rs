@@ -9,7 +9,6 @@ use usdt_trace::{escape, escape_name, Aggregation, AttachPoint, Kind, Signatures
 use crate::answers::{operand_for, run, Aggregates};
 use crate::args::CountArgs;
 use crate::error::{ArgUse, CliError};
-use crate::write_error;
 
 /// Counts per value of one argument over the sites the globs match.
 struct CountBy {
@@ -89,9 +88,9 @@ pub(crate) fn count_by(args: CountArgs, arg: String) -> Result<i32, CliError> {
         total,
         counts.len()
     )
-    .map_err(write_error)?;
+    .map_err(CliError::Output)?;
     for (value, n) in counts.iter().take(args.top) {
-        writeln!(out, "{n:>10}  {}", escape(&value.to_string())).map_err(write_error)?;
+        writeln!(out, "{n:>10}  {}", escape(&value.to_string())).map_err(CliError::Output)?;
     }
     if counts.len() > args.top {
         let rest: u64 = counts[args.top..].iter().map(|(_, n)| n).sum();
@@ -100,7 +99,7 @@ pub(crate) fn count_by(args: CountArgs, arg: String) -> Result<i32, CliError> {
             "{rest:>10}  ({} other values)",
             counts.len() - args.top
         )
-        .map_err(write_error)?;
+        .map_err(CliError::Output)?;
     }
     if h.lost > 0 || h.unreadable > 0 {
         writeln!(
@@ -108,8 +107,8 @@ pub(crate) fn count_by(args: CountArgs, arg: String) -> Result<i32, CliError> {
             "lost to a full map {}  unreadable {}",
             h.lost, h.unreadable
         )
-        .map_err(write_error)?;
+        .map_err(CliError::Output)?;
     }
-    out.flush().map_err(write_error)?;
+    out.flush().map_err(CliError::Output)?;
     Ok(code)
 }

@@ -3,142 +3,84 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use usdt_trace::{escape_name, process_alive, Counter, Picked, Session, Target};
+use usdt_trace::{
+    escape_name, AttachPoint, Attacher, Counter, Error, NewObject, Notice, Picked, Run, Session,
+    TICK,
+};
 
 use crate::args::CountArgs;
 use crate::count_engine::{Engine, ENGINE_ENV};
 use crate::error::CliError;
-use crate::{
-    catch_signals, finish_command, interrupted, open_session, print_notices, raise_fd_limit,
-    say_attached, select, session_name, warn_next, write_error, Opts,
+use crate::output::{self, catch_signals};
+use crate::target::{
+    exit_code, open_session, print_notice, raise_fd_limit, running_where, say_attached, select,
+    session_name, warn_next,
 };
 
 pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
     catch_signals();
-    let opts = Opts::from(args);
     raise_fd_limit();
+    let point: AttachPoint = args.sites.attach.into();
     // clap lets exactly one of -p, --all and COMMAND through.
-    let mut session = open_session(&opts.place, &opts.operands, opts.force_sites)?;
-    let what = session_name(&session);
-    let matched = select(&session, &opts.operands, &what)?;
-    warn_next(opts.attach, session.objects(), &opts.operands);
-    let engine = Engine::chosen(opts.engine, ENGINE_ENV)?;
-    let command = session.exec_path().is_some();
-    if command {
-        session.spawn()?;
-    }
+    let session = open_session(&args.target.place(), &args.globs, args.sites.force_sites)?;
+    let matched = select(&session, &args.globs, &session_name(&session))?;
+    warn_next(point, session.objects(), &args.globs);
+    let engine = Engine::chosen(args.engine, ENGINE_ENV)?;
     let picked = engine.for_counting(session.target());
-    // A command not started is killed when the session is dropped.
-    let Some(counter) = attach(&picked, &session, &opts)? else {
-        return Ok(interrupted().map_or(130, |sig| 128 + sig));
-    };
-    let target = session.target();
     let mut counting = Counting {
-        parts: vec![counter],
+        parts: vec![],
         picked,
-        point: opts.attach,
-        session,
+        point,
+        matched,
+        interval: args.interval,
+        next: None,
+        started: false,
     };
-    if command {
-        return count_command(counting, &opts);
-    }
-    // Stopped at exec from now on (and what the process did while
-    // attaching is caught up on) before saying it counts.
-    counting.poll();
-    // Only now is every site counting (the kernel raises semaphores a little
-    // earlier, while it registers the uprobes).
-    match target {
-        Target::Pid(pid) => {
-            eprintln!("usdt: counting {matched} sites of process {pid}; Ctrl-C prints the counts")
-        }
-        Target::AllProcesses => eprintln!(
-            "usdt: counting {matched} sites in every process of {what}; Ctrl-C prints the counts"
-        ),
-    }
-    // A duration past what the clock can count is no end at all.
-    let end = opts.duration.and_then(|d| Instant::now().checked_add(d));
-    watch(&mut counting, opts.interval, |_| {
-        let alive = match target {
-            Target::Pid(pid) => process_alive(pid),
-            Target::AllProcesses => true,
-        };
-        Ok(alive && end.is_none_or(|end| Instant::now() < end))
-    })?;
-    Ok(interrupted().map_or(0, |sig| 128 + sig))
-}
-
-/// Runs the paused command with the uprobes in place; returns its exit
-/// code.
-fn count_command(mut counting: Counting, opts: &Opts) -> Result<i32, CliError> {
-    counting.session.start()?;
-    let mut status = None;
-    let watched = watch(&mut counting, opts.interval, |session| {
-        if let Some(child) = session.child() {
-            status = child.try_wait()?;
-        }
-        Ok(status.is_none())
-    });
-    // Detach before waiting for the command.
+    let mut run = Run::new(session).duration(args.duration);
+    let ended = run
+        .run(&mut counting)
+        .and_then(|ended| counting.finish().map(|()| ended));
+    // Detach before waiting for a command.
     counting.parts.clear();
-    match counting.session.child() {
-        Some(child) => finish_command(child, status, watched),
-        None => watched.map(|()| 0),
-    }
-}
-
-/// Attaches to the sites that match the globs with the engine `picked`:
-/// `None` when a signal stopped it (what was attached is detached again).
-fn attach(picked: &Picked, session: &Session, opts: &Opts) -> Result<Option<Counter>, CliError> {
-    let files = session.matched();
-    match Counter::attach(picked, &files, opts.attach, session.target(), &|| {
-        interrupted().is_some()
-    }) {
-        // Ctrl-C reaches the paused command too: it is gone because of the
-        // signal, not a failure of ours.
-        Err(e) if e.no_process().is_some() && interrupted().is_some() => Ok(None),
-        other => Ok(other?),
-    }
+    exit_code(&mut run, ended)
 }
 
 /// The counters of one `count` run: those attached at the start, and one
 /// more for each object with matching probes that the process maps later
-/// (a library it loads with `dlopen`), found by the session.
+/// (a library it loads with `dlopen`, a program it executes), found by
+/// the session.
 struct Counting {
     parts: Vec<Counter>,
     picked: Picked,
-    point: usdt_trace::AttachPoint,
-    session: Session,
+    point: AttachPoint,
+    /// How many sites match, for the first line.
+    matched: usize,
+    /// `--interval`, and when the counts are printed next.
+    interval: Option<std::time::Duration>,
+    next: Option<Instant>,
+    /// Whether the target ran with the counters attached.
+    started: bool,
 }
 
 impl Counting {
-    /// Attaches to the objects with matching probes that the process has
-    /// mapped since the last look (a library, or a program it executed)
-    /// or, for every process of a file, a new file at its path; one line
-    /// each. A process stopped at an exec goes on after.
-    fn poll(&mut self) {
-        let found = self.session.new_objects();
-        print_notices(&mut self.session);
-        for object in found {
-            let files = [(object.open_path.clone(), object.sites.iter().collect())];
-            let attached = match Counter::attach(
-                &self.picked,
-                &files,
-                self.point,
-                self.session.target(),
-                &|| interrupted().is_some(),
-            ) {
-                Ok(Some(counter)) => {
-                    self.parts.push(counter);
-                    Ok(())
-                }
-                Ok(None) => break,
-                Err(e) => Err(e.to_string()),
-            };
-            say_attached(&object, "counting its", attached);
-        }
-        self.session.resume();
+    /// Counts the sites the globs match in `files`.
+    fn attach_files(
+        &mut self,
+        files: &[(std::path::PathBuf, Vec<&usdt_trace::Site>)],
+        session: &Session,
+    ) -> Result<(), Error> {
+        let cancelled = || session.cancelled();
+        let counter = Counter::attach(
+            &self.picked,
+            files,
+            self.point,
+            session.target(),
+            &cancelled,
+        )?;
+        self.parts.extend(counter);
+        Ok(())
     }
 
     /// Hits per probe over every part.
@@ -151,32 +93,71 @@ impl Counting {
         }
         Ok(counts)
     }
+
+    /// Reads the counts, detaches, then prints them: once the target ran.
+    fn finish(&mut self) -> Result<(), CliError> {
+        if !self.started {
+            return Ok(());
+        }
+        let counts = self.probe_counts()?;
+        self.parts.clear();
+        output::detached();
+        print_counts(counts, false)
+    }
 }
 
-/// Prints counts every `interval` and once more when `running` says the
-/// target is gone or on a signal; meanwhile attaches to objects the process
-/// maps later.
-fn watch(
-    counter: &mut Counting,
-    interval: Option<Duration>,
-    mut running: impl FnMut(&mut Session) -> Result<bool, CliError>,
-) -> Result<(), CliError> {
-    let mut next = interval.map(|i| Instant::now() + i);
-    while interrupted().is_none() && running(&mut counter.session)? {
-        counter.poll();
-        std::thread::sleep(Duration::from_millis(20));
-        if let (Some(at), Some(i)) = (next, interval) {
-            if Instant::now() >= at {
-                print_counts(counter.probe_counts()?, true)?;
-                next = Some(at + i);
-            }
+impl Attacher for Counting {
+    type Error = CliError;
+
+    fn library_error(e: &CliError) -> Option<&Error> {
+        e.library()
+    }
+
+    fn attach(&mut self, session: &mut Session) -> Result<(), CliError> {
+        Ok(self.attach_files(&session.matched(), session)?)
+    }
+
+    fn attach_object(&mut self, object: &NewObject, session: &mut Session) -> Result<(), CliError> {
+        let files = [(object.open_path.clone(), object.sites.iter().collect())];
+        Ok(self.attach_files(&files, session)?)
+    }
+
+    fn attached(
+        &mut self,
+        object: &NewObject,
+        result: Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        say_attached(object, "counting its", result);
+        Ok(())
+    }
+
+    fn notice(&mut self, notice: Notice) {
+        print_notice(notice);
+    }
+
+    /// Only now is every site counting (the kernel raises semaphores a
+    /// little earlier, while it registers the uprobes).
+    fn ready(&mut self, session: &Session) {
+        self.started = true;
+        if let Some(at) = running_where(session, false) {
+            let n = self.matched;
+            eprintln!("usdt: counting {n} sites {at}; Ctrl-C prints the counts");
         }
     }
-    // Read, detach, then print.
-    let counts = counter.probe_counts()?;
-    counter.parts.clear();
-    crate::output::detached();
-    print_counts(counts, false)
+
+    /// Prints the counts every `--interval`.
+    fn tick(&mut self) -> Result<bool, CliError> {
+        std::thread::sleep(TICK);
+        let Some(interval) = self.interval else {
+            return Ok(true);
+        };
+        let next = *self.next.get_or_insert_with(|| Instant::now() + interval);
+        if Instant::now() >= next {
+            print_counts(self.probe_counts()?, true)?;
+            self.next = Some(next + interval);
+        }
+        Ok(true)
+    }
 }
 
 /// `provider:name count` per probe, names escaped; `blank`: an empty line
@@ -186,12 +167,12 @@ fn print_counts(probe_counts: BTreeMap<String, u64>, blank: bool) -> Result<(), 
     for (probe, n) in probe_counts {
         *counts.entry(escape_name(&probe).into_owned()).or_insert(0) += n;
     }
-    let mut out = std::io::BufWriter::new(crate::output::Stdout::new());
+    let mut out = std::io::BufWriter::new(output::Stdout::new());
     for (probe, n) in counts {
-        writeln!(out, "{probe} {n}").map_err(write_error)?;
+        writeln!(out, "{probe} {n}").map_err(CliError::Output)?;
     }
     if blank {
-        writeln!(out).map_err(write_error)?;
+        writeln!(out).map_err(CliError::Output)?;
     }
-    out.flush().map_err(write_error)
+    out.flush().map_err(CliError::Output)
 }

@@ -181,6 +181,15 @@ impl From<usdt_trace::bpf::BpfError> for CliError {
 }
 
 impl CliError {
+    /// The library's error, if it is one (for the library's run, which
+    /// looks in it for a process gone because of a signal).
+    pub(crate) fn library(&self) -> Option<&usdt_trace::Error> {
+        match self {
+            CliError::Trace(e) => Some(e),
+            _ => None,
+        }
+    }
+
     /// Whether stdout was closed under us (then exit as SIGPIPE would).
     pub(crate) fn is_broken_pipe(&self) -> bool {
         matches!(self, CliError::Output(e) if e.kind() == io::ErrorKind::BrokenPipe)

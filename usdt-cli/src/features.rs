@@ -3,6 +3,7 @@
 
 use crate::args::FeaturesArgs;
 use crate::error::CliError;
+use crate::output::out;
 
 use usdt_trace::bpf::UprobeMulti;
 use usdt_trace::{

@@ -13,7 +13,6 @@ use usdt_trace::{
 use crate::answers::{human_ns, operand_for, run, Aggregates};
 use crate::args::{HistArgs, LatencyArgs};
 use crate::error::{ArgUse, CliError};
-use crate::write_error;
 
 /// How `--key` pairs ends with starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,7 +195,7 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
             "p99_ns": h.quantile(0.99),
             "max_ns": h.max,
         });
-        writeln!(out, "{v}").map_err(write_error)?;
+        writeln!(out, "{v}").map_err(CliError::Output)?;
     } else {
         writeln!(
             out,
@@ -205,7 +204,7 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
             escape_name(&lat.end),
             escape_name(&lat.key.words())
         )
-        .map_err(write_error)?;
+        .map_err(CliError::Output)?;
         write_histogram(&mut out, &h)?;
         writeln!(
             out,
@@ -217,7 +216,7 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
             human_ns(h.max),
             human_ns(h.mean() as u64)
         )
-        .map_err(write_error)?;
+        .map_err(CliError::Output)?;
         writeln!(
             out,
             "unmatched ends {}  lost starts {}{}",
@@ -225,9 +224,9 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
             h.lost,
             unreadable_words(&h)
         )
-        .map_err(write_error)?;
+        .map_err(CliError::Output)?;
     }
-    out.flush().map_err(write_error)?;
+    out.flush().map_err(CliError::Output)?;
     if let Some(path) = &args.svg {
         let caption = format!(
             "usdt latency {} -> {} by {}: count {}, p50 {}, p90 {}, p99 {}, max {}",
@@ -294,7 +293,7 @@ pub(crate) fn write_histogram(out: &mut dyn Write, h: &Histogram) -> Result<(), 
     let first = h.buckets.iter().position(|n| *n > 0);
     let last = h.buckets.iter().rposition(|n| *n > 0);
     let (Some(first), Some(last)) = (first, last) else {
-        return writeln!(out, "(no values)").map_err(write_error);
+        return writeln!(out, "(no values)").map_err(CliError::Output);
     };
     let top = h.buckets[first..=last].iter().copied().max().unwrap_or(1);
     for b in first..=last {
@@ -306,7 +305,7 @@ pub(crate) fn write_histogram(out: &mut dyn Write, h: &Histogram) -> Result<(), 
         };
         let n = h.buckets[b];
         let bar = (n as u128 * 52).div_ceil(top as u128) as usize;
-        writeln!(out, "{range:<20}{n:>8} |{:<52}|", "@".repeat(bar)).map_err(write_error)?;
+        writeln!(out, "{range:<20}{n:>8} |{:<52}|", "@".repeat(bar)).map_err(CliError::Output)?;
     }
     Ok(())
 }
@@ -389,9 +388,10 @@ pub(crate) fn hist(args: HistArgs) -> Result<i32, CliError> {
             "p90": hist.quantile(0.9),
             "p99": hist.quantile(0.99),
         });
-        writeln!(out, "{v}").map_err(write_error)?;
+        writeln!(out, "{v}").map_err(CliError::Output)?;
     } else {
-        writeln!(out, "{} {}:", escape_name(&h.glob), escape_name(&h.arg)).map_err(write_error)?;
+        writeln!(out, "{} {}:", escape_name(&h.glob), escape_name(&h.arg))
+            .map_err(CliError::Output)?;
         write_histogram(&mut out, &hist)?;
         writeln!(
             out,
@@ -403,15 +403,16 @@ pub(crate) fn hist(args: HistArgs) -> Result<i32, CliError> {
             hist.max,
             hist.mean()
         )
-        .map_err(write_error)?;
+        .map_err(CliError::Output)?;
         if hist.negative > 0 || h.signed {
-            writeln!(out, "negative values (not shown) {}", hist.negative).map_err(write_error)?;
+            writeln!(out, "negative values (not shown) {}", hist.negative)
+                .map_err(CliError::Output)?;
         }
         if hist.unreadable > 0 {
-            writeln!(out, "unreadable {}", hist.unreadable).map_err(write_error)?;
+            writeln!(out, "unreadable {}", hist.unreadable).map_err(CliError::Output)?;
         }
     }
-    out.flush().map_err(write_error)?;
+    out.flush().map_err(CliError::Output)?;
     if let Some(path) = &args.svg {
         let caption = format!(
             "usdt hist {} {}: count {}, p50 {}, p90 {}, p99 {}, max {}",

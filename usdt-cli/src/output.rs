@@ -21,6 +21,20 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// The exit status after stdout was closed, as if SIGPIPE had ended us.
+pub(crate) const BROKEN_PIPE: i32 = 128 + libc::SIGPIPE;
+
+/// `println!` that returns an error instead of panicking when stdout is
+/// closed, and gives up after a signal ([`Stdout`]); for a function that
+/// returns `Result<_, CliError>`.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format!("{}\n", format_args!($($arg)*)).as_bytes())
+            .map_err($crate::error::CliError::Output)?
+    };
+}
+pub(crate) use out;
+
 /// How long output may still take after a signal.
 pub(crate) const GRACE: Duration = Duration::from_millis(200);
 

@@ -10,7 +10,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use usdt_trace::bpf::ProbeCounter;
-use usdt_trace::{escape, AttachPoint, Histogram, Signatures, Site, Target};
+use usdt_trace::{escape, globs_match, AttachPoint, Histogram, Signatures, Site, Target};
 
 use crate::answers::{run, Aggregates};
 use crate::args::ServeArgs;
@@ -77,7 +77,7 @@ impl Aggregates for Serving {
         let counted: Vec<&Site> = sites
             .iter()
             .copied()
-            .filter(|s| crate::matches(&self.globs, s))
+            .filter(|s| globs_match(&self.globs, &s.probe()))
             .collect();
         if !counted.is_empty() {
             let counter = ProbeCounter::attach(&[(path, counted)], self.point, target)?;

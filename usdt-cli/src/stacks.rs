@@ -10,7 +10,6 @@ use std::path::Path;
 use usdt_trace::{escape, Stack};
 
 use crate::error::CliError;
-use crate::write_error;
 
 /// The frames of `stack` below a hit's line: `    FRAME\n` each, names
 /// escaped, and `    ...` when the unwinding stopped before the
@@ -97,7 +96,7 @@ impl Folded {
     /// `STACK COUNT` per stack on `out`.
     pub(crate) fn write(&self, out: &mut dyn Write) -> Result<(), CliError> {
         for (stack, n) in self.lines() {
-            writeln!(out, "{stack} {n}").map_err(write_error)?;
+            writeln!(out, "{stack} {n}").map_err(CliError::Output)?;
         }
         Ok(())
     }

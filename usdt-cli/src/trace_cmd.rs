@@ -1,119 +1,122 @@
 //! `usdt trace`: one line per probe hit with its decoded arguments.
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use usdt_trace::{
-    escape_name, process_alive, process_threads, Error, Hit, Machine, Objects, Picked, Sampler,
-    Session, Signatures, Site, Target, Value,
+    escape_name, globs_match, Attacher, Ended, Error, Hit, Machine, NewObject, Notice, Objects,
+    Picked, Run, Sampler, Session, SessionSampler, Signatures, Value,
 };
 
 use crate::args::{CountArgs, TraceArgs};
 use crate::count_engine::{Engine, ENGINE_ENV, TRACE_ENGINE_ENV};
 use crate::error::CliError;
-use crate::output::Stdout;
+use crate::output::{self, catch_signals, interrupted, Stdout, BROKEN_PIPE};
 use crate::stacks::{self, Folded};
-use crate::{
-    catch_signals, finish_command, interrupted, matches, open_session, print_notices,
-    raise_fd_limit, say_attached, select, session_name, typed, warn_next, write_error, Opts,
-    BROKEN_PIPE,
+use crate::target::{
+    exit_code, open_session, print_notice, raise_fd_limit, running_where, say_attached, select,
+    session_name, warn_next,
 };
+use crate::typed;
 
 pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
-    run(Opts::from(args))
+    run(args, None)
 }
 
 /// `usdt count --by stack`: the hits per user stack, printed as folded
-/// stacks at the end (and drawn with `--svg`).
+/// stacks at the end (and drawn with `--svg`): a trace whose hits are
+/// counted, not printed.
 pub(crate) fn count_stacks(args: CountArgs) -> Result<i32, CliError> {
-    run(Opts {
+    let fold = Fold {
+        svg: args.svg,
+        duration: args.duration,
+    };
+    let trace = TraceArgs {
+        strings: vec![],
+        json: false,
+        raw: false,
         stack: true,
-        fold: true,
-        ..Opts::from(args)
-    })
+        limit: None,
+        sites: args.sites,
+        no_kernel_fetch: false,
+        engine: args.engine,
+        globs: args.globs,
+        target: args.target,
+        types: args.types,
+    };
+    run(trace, Some(fold))
 }
 
-fn run(opts: Opts) -> Result<i32, CliError> {
+/// What `count --by stack` adds to a trace.
+struct Fold {
+    /// `--svg`: where the flame graph goes.
+    svg: Option<PathBuf>,
+    /// `--duration`.
+    duration: Option<Duration>,
+}
+
+fn run(args: TraceArgs, fold: Option<Fold>) -> Result<i32, CliError> {
     catch_signals();
     // clap lets exactly one of -p, --all and COMMAND through.
-    let mut session = open_session(&opts.place, &opts.operands, opts.force_sites)?;
+    let session = open_session(&args.target.place(), &args.globs, args.sites.force_sites)?;
     let what = session_name(&session);
-    let matched = select(&session, &opts.operands, &what)?;
-    check_strings(session.objects(), &opts)?;
-    warn_next(opts.attach, session.objects(), &opts.operands);
-    let command = session.exec_path().is_some();
-    if command {
-        session.spawn()?;
-    }
-    let picked = engine_for(&opts, session.machines())?;
+    let matched = select(&session, &args.globs, &what)?;
+    check_strings(session.objects(), &args)?;
+    warn_next(args.sites.attach.into(), session.objects(), &args.globs);
+    let picked = engine_for(&args, fold.is_some(), session.machines())?;
     // Perf events: one per site, thread (or CPU) and fetch event; Auto's
     // BPF may fall back on them at the first attach.
     raise_fd_limit();
-    let mut tracing = Tracing::new(&opts, session, &picked);
-    if let Some(sig) = tracing.attach()? {
-        // A command not started is killed with the session.
-        return Ok(128 + sig);
-    }
-    if command {
-        return trace_command(tracing);
-    }
-    // Stopped at exec from now on (and what the process did while
-    // attaching is caught up on) before saying it traces.
-    tracing.attach_new()?;
-    let (doing, stops) = match opts.fold {
-        true => ("counting the stacks at", "Ctrl-C prints them"),
-        false => ("tracing", "Ctrl-C stops"),
-    };
-    // A duration past what the clock can count is no end at all.
-    let end = opts.duration.and_then(|d| Instant::now().checked_add(d));
-    let not_over = move || end.is_none_or(|end| Instant::now() < end);
-    match tracing.session.target() {
-        Target::Pid(pid) => {
-            let threads = process_threads(pid).map_or(0, |t| t.len());
-            eprintln!(
-                "usdt: {doing} {matched} sites of process {pid} ({threads} threads); {stops}"
-            );
-            tracing.follow(|_| Ok(process_alive(pid) && not_over()))?;
-        }
-        Target::AllProcesses => {
-            eprintln!("usdt: {doing} {matched} sites in every process of {what}; {stops}");
-            tracing.follow(|_| Ok(not_over()))?;
+    let duration = fold.as_ref().and_then(|f| f.duration);
+    let mut tracing = Tracing::new(&args, &session, picked, matched);
+    tracing.out.fold = fold.map(|f| (Folded::default(), f.svg));
+    let mut run = Run::new(session).duration(duration);
+    let mut ended = run.run(&mut tracing);
+    if let Ok(how) = ended {
+        tracing.finish(how);
+        if tracing.started {
+            ended = tracing.out.write_folded(&args.globs, &what).map(|()| how);
         }
     }
-    tracing.out.finish(&what)?;
-    if let Some(sig) = interrupted() {
-        return Ok(128 + sig);
-    }
-    if tracing.out.broken {
-        return Ok(BROKEN_PIPE);
-    }
-    Ok(0)
+    let broken = tracing.out.broken;
+    // After --limit or a closed stdout: detach, and let a command finish
+    // untraced.
+    drop(tracing);
+    let code = exit_code(&mut run, ended)?;
+    Ok(if broken && interrupted().is_none() {
+        BROKEN_PIPE
+    } else {
+        code
+    })
 }
 
-/// The engine that samples: `--engine`, else `$USDT_TRACE_ENGINE`, else
-/// BPF where the kernel and the files' machines have it (and perf with
+/// The engine that samples: `--engine`, else `$USDT_TRACE_ENGINE` (for
+/// `count --by stack`, a count: `$USDT_COUNT_ENGINE`), else BPF where the
+/// kernel and the files' machines have it (and perf with
 /// `--no-kernel-fetch`, which asks for perf's stack copies).
-fn engine_for(opts: &Opts, machines: &[Machine]) -> Result<Picked, CliError> {
-    // `count --by stack` is a count: its engine is count's.
-    let env = match opts.fold {
+fn engine_for(args: &TraceArgs, fold: bool, machines: &[Machine]) -> Result<Picked, CliError> {
+    let env = match fold {
         true => ENGINE_ENV,
         false => TRACE_ENGINE_ENV,
     };
-    let engine = match Engine::chosen(opts.engine, env)? {
-        Engine::Auto if opts.no_kernel_fetch => Engine::Perf,
+    let engine = match Engine::chosen(args.engine, env)? {
+        Engine::Auto if args.no_kernel_fetch => Engine::Perf,
         engine => engine,
     };
     Ok(engine.for_sampling(machines))
 }
 
 /// Each `--str` must name an argument of some traced probe.
-fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), CliError> {
-    for (glob, n) in &opts.strings {
+fn check_strings(objects: &Objects, args: &TraceArgs) -> Result<(), CliError> {
+    for (glob, n) in &args.strings {
         let probes: Vec<_> = objects
             .iter()
             .flat_map(|(_, sites)| sites)
-            .filter(|s| matches(&opts.operands, s) && usdt_trace::glob_match(glob, &s.probe()))
+            .filter(|s| {
+                let probe = s.probe();
+                globs_match(&args.globs, &probe) && usdt_trace::glob_match(glob, &probe)
+            })
             .collect();
         let Some(first) = probes.first() else {
             return Err(CliError::StrMatchesNothing {
@@ -133,255 +136,144 @@ fn check_strings(objects: &Objects, opts: &Opts) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The uprobes of one `trace` run, the session that owns what they are
-/// attached to, and where the hits go.
-struct Tracing<'o> {
-    opts: &'o Opts,
-    pid: u32,
-    sampler: Sampler,
+/// The uprobes of one `trace` run and where the hits go.
+struct Tracing {
+    sampler: SessionSampler,
     out: Output,
-    /// With perf events, attach to each thread (an event samples only its
-    /// thread); not with BPF, whose link covers every thread.
-    per_thread: bool,
-    session: Session,
+    /// `--raw`: `argN=` integers even for probes with signatures.
+    raw: bool,
+    /// How many sites match, for the first line.
+    matched: usize,
+    /// Whether the target ran with the uprobes attached.
+    started: bool,
 }
 
-impl<'o> Tracing<'o> {
-    fn new(opts: &'o Opts, session: Session, picked: &Picked) -> Tracing<'o> {
+impl Tracing {
+    /// `matched`: how many sites match.
+    fn new(args: &TraceArgs, session: &Session, picked: Picked, matched: usize) -> Tracing {
         let objects = session.objects();
         let sigs = typed::signatures(
             objects
                 .iter()
                 .map(|(p, _)| p.as_path())
-                .filter(|_| !opts.raw),
+                .filter(|_| !args.raw),
         );
-        let mut sampler = Sampler::new(opts.attach)
-            .kernel_fetch(!opts.no_kernel_fetch)
-            .engine(picked.clone())
-            .stacks(opts.stack)
+        let mut sampler = Sampler::new(args.sites.attach.into())
+            .kernel_fetch(!args.no_kernel_fetch)
+            .engine(picked)
+            .stacks(args.stack)
             .per_cpu(true);
-        for (glob, n) in &opts.strings {
+        for (glob, n) in &args.strings {
             sampler.add_string_arg(glob, *n);
         }
         let sites = objects.iter().flat_map(|(_, sites)| sites);
-        typed::string_args(
-            &mut sampler,
-            &sigs,
-            sites.filter(|s| matches(&opts.operands, s)),
-        );
-        let pid = match session.target() {
-            Target::Pid(pid) => pid,
-            Target::AllProcesses => 0,
-        };
+        typed::string_args(&mut sampler, &sigs, sites.filter(|s| session.wants(s)));
         Tracing {
-            opts,
-            pid,
-            sampler,
-            out: Output::new(opts, sigs),
-            per_thread: !picked.bpf && pid != 0,
-            session,
+            sampler: SessionSampler::new(sampler),
+            out: Output::new(args, sigs),
+            raw: args.raw,
+            matched,
+            started: false,
         }
     }
 
-    /// Attaches the matching sites of the objects (every thread with BPF,
-    /// every process with --all; with perf events, the process's threads
-    /// not attached yet: a paused command has one);
-    /// `Some(signal)` when a signal stopped it.
-    fn attach(&mut self) -> Result<Option<i32>, CliError> {
-        if self.per_thread {
-            let tids = match self.session.child() {
-                // Paused: its one thread.
-                Some(_) => vec![self.pid],
-                None => self.session.new_threads(),
-            };
-            return self.attach_threads(tids);
+    /// After the run: what the rings hold when the target ended, printed;
+    /// after a signal, the probes detached first, then what came after
+    /// the signal and what the rings held (not decoded when stdout took
+    /// nothing more); what was lost, said.
+    fn finish(&mut self, ended: Ended) {
+        if !self.started {
+            return;
         }
-        let target = self.session.target();
-        for (path, sites) in self.session.matched() {
-            if let Some(sig) = interrupted() {
-                return Ok(Some(sig));
-            }
-            attach_sites(&mut self.sampler, &path, &sites, target)?;
-            // Auto's BPF proved unsupported at the first attach: perf
-            // events sample one thread each.
-            self.per_thread = !self.sampler.uses_bpf() && self.pid != 0;
-            if self.per_thread {
-                break;
-            }
+        let sampler = self.sampler.sampler();
+        if matches!(ended, Ended::Exited(_) | Ended::ProcessEnded) {
+            let out = &mut self.out;
+            sampler.drain(|hit| out.hit(&hit));
         }
-        if self.per_thread {
-            return self.attach();
-        }
-        Ok(interrupted())
-    }
-
-    /// With perf events, attaches to the threads `tids`; `Some(signal)`
-    /// when a signal stopped it.
-    fn attach_threads(&mut self, tids: Vec<u32>) -> Result<Option<i32>, CliError> {
-        for tid in tids {
-            match attach_all(
-                &mut self.sampler,
-                self.session.objects(),
-                &self.opts.operands,
-                tid,
-            ) {
-                // A thread that ended meanwhile.
-                Err(CliError::Trace(e)) if e.no_process().is_some() && tid != self.pid => continue,
-                Ok(Some(sig)) => return Ok(Some(sig)),
-                other => other?,
-            };
-        }
-        Ok(None)
-    }
-
-    /// Attaches to the threads started and the objects mapped since the
-    /// last look.
-    fn attach_new(&mut self) -> Result<(), CliError> {
-        let globs = &self.opts.operands;
-        if self.per_thread {
-            let tids = self.session.new_threads();
-            self.attach_threads(tids)?;
-        }
-        let found = self.session.new_objects();
-        print_notices(&mut self.session);
-        for object in found {
-            if !self.opts.raw {
-                self.out.sigs.add_file(&object.open_path);
-            }
-            typed::string_args(&mut self.sampler, &self.out.sigs, &object.sites);
-            let file = [(object.open_path.clone(), object.sites.clone())];
-            let attached = match self.per_thread {
-                true => self.session.threads().iter().try_for_each(|tid| {
-                    match attach_all(&mut self.sampler, &file, globs, *tid) {
-                        // A thread that ended meanwhile.
-                        Err(CliError::Trace(Error::NoProcess(_))) if *tid != self.pid => Ok(()),
-                        other => other.map(drop),
-                    }
-                }),
-                false => {
-                    let sites: Vec<&Site> = file[0].1.iter().collect();
-                    let target = self.session.target();
-                    attach_sites(&mut self.sampler, &file[0].0, &sites, target)
-                }
-            };
-            say_attached(&object, "tracing its", attached.map_err(|e| e.to_string()));
-        }
-        // A process stopped at an exec has its new program mapped.
-        self.sampler.refresh_stacks();
-        self.session.resume();
-        Ok(())
-    }
-
-    /// Prints hits until `running` says the target is gone (then everything
-    /// left in the rings), Ctrl-C, or the limit; meanwhile attaches to new
-    /// threads and objects.
-    fn follow(
-        &mut self,
-        mut running: impl FnMut(&mut Session) -> Result<bool, Error>,
-    ) -> Result<(), CliError> {
-        while interrupted().is_none() && !self.out.done() {
-            if !running(&mut self.session)? {
-                self.sampler.drain(|hit| self.out.hit(&hit));
-                break;
-            }
-            self.attach_new()?;
-            self.sampler
-                .poll(Duration::from_millis(50), |hit| self.out.hit(&hit))?;
+        if interrupted().is_none() {
             self.out.flush();
+            Lost::of(sampler).report();
+            return;
         }
-        if interrupted().is_some() {
-            // Detach first, then print what came after the signal and what
-            // the rings held (not decoded when stdout took nothing more).
-            let mut hits = std::mem::take(&mut self.out.held);
-            if !self.out.done() {
-                self.sampler.drain(|hit| hits.push(hit));
-            }
-            let lost = Lost::of(&self.sampler);
-            self.sampler.detach();
-            crate::output::detached();
-            self.out.detached = true;
-            for hit in &hits {
-                self.out.hit(hit);
-            }
-            self.out.flush();
-            lost.report();
-            return Ok(());
+        let mut hits = std::mem::take(&mut self.out.held);
+        if !self.out.done() {
+            sampler.drain(|hit| hits.push(hit));
+        }
+        let lost = Lost::of(sampler);
+        sampler.detach();
+        output::detached();
+        self.out.detached = true;
+        for hit in &hits {
+            self.out.hit(hit);
         }
         self.out.flush();
-        Lost::of(&self.sampler).report();
+        lost.report();
+    }
+}
+
+impl Attacher for Tracing {
+    type Error = CliError;
+
+    fn library_error(e: &CliError) -> Option<&Error> {
+        e.library()
+    }
+
+    /// The matching sites of the objects: every thread with BPF, every
+    /// process with --all; with perf events, each thread of the process (a
+    /// paused command has one).
+    fn attach(&mut self, session: &mut Session) -> Result<(), CliError> {
+        Ok(self.sampler.attach(session)?)
+    }
+
+    fn attach_threads(&mut self, session: &mut Session) -> Result<(), CliError> {
+        Ok(self.sampler.attach_threads(session)?)
+    }
+
+    /// With its signature records and string arguments.
+    fn attach_object(&mut self, object: &NewObject, session: &mut Session) -> Result<(), CliError> {
+        if !self.raw {
+            self.out.sigs.add_file(&object.open_path);
+        }
+        typed::string_args(self.sampler.sampler(), &self.out.sigs, &object.sites);
+        Ok(self.sampler.attach_object(object, session)?)
+    }
+
+    fn attached(
+        &mut self,
+        object: &NewObject,
+        result: Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        say_attached(object, "tracing its", result);
         Ok(())
     }
-}
 
-/// Attaches `sites` of the file at `path` for `target`: every thread of a
-/// process (BPF: one link), or every process (--all).
-fn attach_sites(
-    sampler: &mut Sampler,
-    path: &Path,
-    sites: &[&Site],
-    target: Target,
-) -> Result<(), CliError> {
-    match sampler.attach(path, sites.iter().copied(), target) {
-        // Ctrl-C reaches the paused command too.
-        Err(e) if e.no_process().is_some() && interrupted().is_some() => Ok(()),
-        other => Ok(other?),
+    fn notice(&mut self, notice: Notice) {
+        print_notice(notice);
     }
-}
 
-/// Attaches to the matching sites for one thread, one site at a time:
-/// `Some(signal)` when a signal stopped it.
-fn attach_all(
-    sampler: &mut Sampler,
-    objects: &[(std::path::PathBuf, Vec<Site>)],
-    globs: &[String],
-    pid: u32,
-) -> Result<Option<i32>, CliError> {
-    for (path, sites) in objects {
-        for site in sites.iter().filter(|s| matches(globs, s)) {
-            if let Some(sig) = interrupted() {
-                return Ok(Some(sig));
-            }
-            match sampler.attach(path, [site], Target::Pid(pid)) {
-                // Ctrl-C reaches the paused command too.
-                Err(e) if e.no_process().is_some() && interrupted().is_some() => {
-                    return Ok(interrupted())
-                }
-                other => other?,
+    fn ready(&mut self, session: &Session) {
+        self.started = true;
+        if let Some(at) = running_where(session, true) {
+            match self.out.fold {
+                Some(_) => eprintln!(
+                    "usdt: counting the stacks at {} sites {at}; Ctrl-C prints them",
+                    self.matched
+                ),
+                None => eprintln!("usdt: tracing {} sites {at}; Ctrl-C stops", self.matched),
             }
         }
     }
-    Ok(interrupted())
-}
 
-/// Runs the paused command, attached, and prints hits until it ends;
-/// returns its exit code.
-fn trace_command(mut tracing: Tracing<'_>) -> Result<i32, CliError> {
-    tracing.session.start()?;
-    let mut status = None;
-    let followed = tracing.follow(|session| {
-        if let Some(child) = session.child() {
-            status = child.try_wait()?;
-        }
-        Ok(status.is_none())
-    });
-    let broken = tracing.out.broken;
-    // After --limit or a closed stdout: detach and let the command finish
-    // untraced.
-    let mut session = tracing.session;
-    drop(tracing.sampler);
-    if followed.is_ok() {
-        let what = session_name(&session);
-        tracing.out.finish(&what)?;
+    /// Prints the hits of the next 50 ms; done at the limit or when stdout
+    /// takes nothing more.
+    fn tick(&mut self) -> Result<bool, CliError> {
+        let out = &mut self.out;
+        self.sampler
+            .sampler()
+            .poll(Duration::from_millis(50), |hit| out.hit(&hit))?;
+        self.out.flush();
+        Ok(!self.out.done())
     }
-    let code = match session.child() {
-        Some(child) => finish_command(child, status, followed)?,
-        None => followed.map(|()| 0)?,
-    };
-    Ok(if broken && interrupted().is_none() {
-        BROKEN_PIPE
-    } else {
-        code
-    })
 }
 
 /// What a sampler lost, read before it detaches.
@@ -428,20 +320,17 @@ struct Output {
     held: Vec<Hit>,
     /// Whether the probes are detached after a signal.
     detached: bool,
-    /// `count --by stack`: hits counted per stack, not printed.
-    folded: Option<Folded>,
-    /// `count --by stack --svg`: where the flame graph goes.
-    svg: Option<PathBuf>,
-    /// The probe globs, for the flame graph's title.
-    globs: Vec<String>,
+    /// `count --by stack`: the hits counted per stack, not printed, and
+    /// where the flame graph goes.
+    fold: Option<(Folded, Option<PathBuf>)>,
 }
 
 impl Output {
-    fn new(opts: &Opts, sigs: Signatures) -> Output {
+    fn new(args: &TraceArgs, sigs: Signatures) -> Output {
         Output {
             out: BufWriter::with_capacity(1 << 16, Stdout::new()),
-            json: opts.json,
-            limit: opts.limit,
+            json: args.json,
+            limit: args.limit,
             printed: 0,
             broken: false,
             start_ns: None,
@@ -449,36 +338,31 @@ impl Output {
             sigs,
             held: vec![],
             detached: false,
-            folded: opts.fold.then(Folded::default),
-            svg: opts.svg.clone(),
-            globs: opts.operands.clone(),
+            fold: None,
         }
     }
 
     /// With `count --by stack`: the folded stacks on stdout, the flame
-    /// graph with `--svg`, and how many hits and stacks on stderr.
-    fn finish(&mut self, what: &str) -> Result<(), CliError> {
-        let Some(folded) = &self.folded else {
+    /// graph with `--svg` (of the hits of `globs` in `what`), and how many
+    /// hits and stacks on stderr.
+    fn write_folded(&mut self, globs: &[String], what: &str) -> Result<(), CliError> {
+        let Some((folded, svg)) = &self.fold else {
             return Ok(());
         };
         folded.write(&mut self.out)?;
-        self.out.flush().map_err(write_error)?;
+        self.out.flush().map_err(CliError::Output)?;
+        let without = match folded.without {
+            0 => String::new(),
+            n => format!(" ({n} hits without a stack)"),
+        };
         let stacks = folded.lines().len();
-        eprintln!(
-            "usdt: {} hits in {stacks} stacks{}",
-            folded.hits(),
-            match folded.without {
-                0 => String::new(),
-                n => format!(" ({n} hits without a stack)"),
-            }
-        );
-        if let Some(path) = &self.svg {
-            let globs = match self.globs.is_empty() {
+        eprintln!("usdt: {} hits in {stacks} stacks{without}", folded.hits());
+        if let Some(path) = svg {
+            let probes = match globs.is_empty() {
                 true => "every probe".to_string(),
-                false => self.globs.join(" "),
+                false => escape_name(&globs.join(" ")).into_owned(),
             };
-            let title = format!("hits of {} in {what}, by stack", escape_name(&globs));
-            folded.write_svg(&title, path)?;
+            folded.write_svg(&format!("hits of {probes} in {what}, by stack"), path)?;
         }
         Ok(())
     }
@@ -501,7 +385,7 @@ impl Output {
             self.held.push(hit.clone());
             return;
         }
-        if let Some(folded) = &mut self.folded {
+        if let Some((folded, _)) = &mut self.fold {
             folded.add(hit.stack.as_ref());
             return;
         }
@@ -514,7 +398,7 @@ impl Output {
             Ok(()) => self.printed += 1,
             // The signal came while this line waited for stdout: it is
             // printed once the probes are detached.
-            Err(e) if crate::output::abandoned(&e) && !self.detached => self.held.push(hit.clone()),
+            Err(e) if output::abandoned(&e) && !self.detached => self.held.push(hit.clone()),
             Err(_) => {
                 self.printed += 1;
                 self.broken = true;

@@ -1,36 +1,61 @@
-//! What `usdt list` and `usdt trace` take from signature records: the
-//! parameters after a probe's name, which arguments are strings, and each
-//! hit's values with names and kinds.
+//! What `usdt list` and `usdt trace` take from signature records and
+//! provider files: the parameters after a probe's name, which arguments
+//! are strings, and each hit's values with names and kinds.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use usdt_trace::{
-    bpftrace_program, Hit, Kind, Sampler, Signatures, Site, TypedArgs, TypedValue, Value,
+    Declarations, Hit, Kind, Sampler, SignatureSource, Signatures, Site, TypedArgs, TypedValue,
+    Value,
 };
 
-use crate::args::BpftraceArgs;
 use crate::error::CliError;
 
-/// The records of every file (a file without records adds none).
+/// The built-in catalog with the `--types` files over it.
+static DECLARED: OnceLock<Arc<Declarations>> = OnceLock::new();
+
+/// Reads the `--types` files, before anything is attached: a malformed
+/// one is an error with its line and column.
+pub(crate) fn declare(files: &[PathBuf]) -> Result<(), CliError> {
+    let mut declared = Declarations::catalog().clone();
+    for file in files {
+        declared.add_file(file)?;
+    }
+    let _ = DECLARED.set(Arc::new(declared));
+    Ok(())
+}
+
+/// The signatures of every file: its records over the declared probes
+/// (a file without records adds none).
 pub(crate) fn signatures<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Signatures {
-    let mut sigs = Signatures::new();
+    let declared = DECLARED
+        .get_or_init(|| Arc::new(Declarations::catalog().clone()))
+        .clone();
+    let mut sigs = Signatures::with_declarations(declared);
     for path in paths {
         sigs.add_file(path);
     }
     sigs
 }
 
-/// `provider:name(id: u64, path: &str)` for a recorded probe, else
-/// `provider:name`; everything from the binary escaped (names as names,
-/// the parameters, which have spaces, as text).
+/// `provider:name(id: u64, path: &str)` for a recorded probe,
+/// `provider:name(query: char *) [catalog: postgresql]` for a declared
+/// one, else `provider:name`; everything from the binary escaped (names
+/// as names, the parameters, which have spaces, as text).
 pub(crate) fn probe_column(sigs: &Signatures, site: &Site) -> String {
     let name = format!(
         "{}:{}",
         usdt_trace::escape_name(&site.provider),
         usdt_trace::escape_name(&site.name)
     );
-    match sigs.of_site(site) {
-        Some(sig) => name + &usdt_trace::escape(&sig.params_text()),
+    match sigs.source_of_site(site) {
+        Some((sig, SignatureSource::Record)) => name + &usdt_trace::escape(&sig.params_text()),
+        Some((sig, source)) => format!(
+            "{name}{} [{}]",
+            usdt_trace::escape(&sig.params_text()),
+            usdt_trace::escape(&source.to_string())
+        ),
         None => name,
     }
 }
@@ -115,18 +140,4 @@ fn json_of(v: &TypedValue) -> serde_json::Value {
             _ => J::Null,
         },
     }
-}
-
-/// `usdt bpftrace BINARY [PROBE-GLOB...]`: prints the program.
-pub(crate) fn bpftrace(args: BpftraceArgs) -> Result<i32, CliError> {
-    let binary = args.binary;
-    let globs = args.globs;
-    let path = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());
-    let probes = crate::read_probes_of(&path)?;
-    let objects = vec![(path.clone(), probes.sites)];
-    crate::select_in(&objects, &globs, &path.display().to_string())?;
-    let sigs = signatures([path.as_path()]);
-    let program = bpftrace_program(&path, &objects[0].1, &sigs, &globs);
-    crate::output::write_stdout(program.as_bytes()).map_err(crate::write_error)?;
-    Ok(0)
 }

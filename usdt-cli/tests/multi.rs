@@ -144,7 +144,7 @@ fn pid_0_counts_every_process_of_the_file_and_forked_children() {
     assert_eq!(a.run("threads 2 100"), "done");
     assert_eq!(b.run("threads 3 100"), "done");
     // A forked child of b (b has not hit the site since the fork, see the
-    // README's "The probe site" on forks and the optimized path).
+    // docs/site.md on forks and the optimized path).
     assert_eq!(b.run("fork 50"), "done");
     // A process started after attaching.
     let mut c = Multi::start(&exe);

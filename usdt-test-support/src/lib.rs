@@ -5,10 +5,12 @@
 //!   installed by [`ready`].
 //! - [`process`]: running children to completion or under a deadline,
 //!   signalling them, waiting for a condition.
-//! - [`c`]: the C probe programs of `usdt-trace/tests/c/`, built with `cc`.
+//! - [`c`]: the C probe programs of `usdt-trace/tests/c/`, built with `cc`
+//!   and with cross compilers.
 //! - [`readelf`]: notes as `readelf -n` prints them.
 //! - [`elf`]: a tiny ELF file with chosen notes, for the reader's tests.
 //! - [`cli`]: usdt-cli's example programs and `usdt count`'s output.
+//! - [`postgres`]: a PostgreSQL cluster of a test's own, pgbench scripts.
 //! - [`shapes`], [`cell`], [`cdylib`]: the workspace's examples built in
 //!   each build shape, as a standalone package per cell, and as a `cdylib`.
 //! - [`tracing_demo`]: tracing-usdt's example and the `usdt` command, built
@@ -25,6 +27,7 @@ pub mod cell;
 pub mod cli;
 pub mod elf;
 pub mod need;
+pub mod postgres;
 pub mod process;
 pub mod readelf;
 pub mod shapes;
@@ -37,7 +40,7 @@ pub mod notes;
 #[cfg(feature = "trace")]
 pub mod signatures;
 
-pub use need::{BPFTRACE, CC, GDB, PERF, ROOT, SDT, SETPRIV, TRACEFS};
+pub use need::{BPFTRACE, CC, GDB, GXX, PERF, POSTGRESQL, PYTHON, ROOT, SDT, SETPRIV, TRACEFS};
 pub use process::{has_trampoline, run_ok, wait_for};
 pub use usdt_provision::{ready, ready_part, Need};
 

@@ -33,3 +33,18 @@ pub const SETPRIV: Need = Need::package(
     usdt_provision::SETPRIV,
     "the tests run usdt as nobody with it",
 );
+/// PostgreSQL, whose probes the tests trace in a cluster of their own.
+pub const POSTGRESQL: Need = Need::package(
+    usdt_provision::POSTGRESQL,
+    "the tests trace PostgreSQL's probes under pgbench",
+);
+/// Debian's Python 3.11, whose probes the tests trace.
+pub const PYTHON: Need = Need::package(
+    usdt_provision::PYTHON311,
+    "the tests trace CPython's probes",
+);
+/// g++, for the C++ program whose exceptions libstdc++'s probes count.
+pub const GXX: Need = Need::package(
+    usdt_provision::GXX,
+    "the tests build a C++ program that throws",
+);

@@ -385,11 +385,11 @@ fn arg_read(site: &Site, i: usize, string: bool) -> Result<Read, Error> {
     if arg.float {
         return Err(unsupported("is a floating-point value"));
     }
-    // The `pt_regs` slot of a register, by its file's machine's table.
+    // The `pt_regs` slot of a register, by the table of its file's
+    // machine, which must be this one.
+    let arch = crate::engine::site_arch(site)?;
     let pt = |r: &crate::elf::arg::Reg| {
-        site.machine
-            .arch()
-            .pt_slot(r.reg)
+        arch.pt_slot(r.reg)
             .ok_or_else(|| unsupported("is in a register BPF cannot read"))
     };
     let small = |v: i64| i32::try_from(v).map_err(|_| unsupported("has a displacement past 2 GiB"));

@@ -18,8 +18,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::elf::note::Site;
-use crate::elf::signature::{Kind, Signatures};
+use crate::elf::signature::Kind;
 use crate::glob::glob_match;
+use crate::types::Signatures;
 
 /// The arguments bpftrace 0.17 reads on x86-64: `arg0`..`arg5`.
 pub const BPFTRACE_MAX_ARGS: usize = 6;

@@ -27,7 +27,7 @@ pub enum Error {
     /// The bytes are not an ELF file.
     NotElf,
     /// An ELF file of a kind this crate does not read (32-bit, big-endian, or
-    /// another machine than x86-64 and aarch64).
+    /// another machine than x86-64, aarch64 and riscv64).
     Unsupported(String),
     /// The ELF structure (headers, sections, segments) is malformed.
     Elf(String),
@@ -145,6 +145,17 @@ pub enum Error {
         /// What was given.
         value: String,
     },
+    /// A DTrace provider file that is not UTF-8 or is malformed.
+    ProviderFile {
+        /// The file.
+        path: PathBuf,
+        /// Where, 1-based.
+        line: u32,
+        /// Where, 1-based, in characters.
+        column: u32,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -191,6 +202,12 @@ impl fmt::Display for Error {
                 write!(f, "no probe of {} matches {globs}", program.display())
             }
             Error::File { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::ProviderFile {
+                path,
+                line,
+                column,
+                message,
+            } => write!(f, "{}:{line}:{column}: {message}", path.display()),
             Error::SameProbe { probe } => {
                 write!(f, "a latency needs two different probes, not {probe} twice")
             }

@@ -32,6 +32,19 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
+/// Whether the probe `provider:name` is one of those `globs` ask for: it
+/// matches one of them, or there are none (every probe).
+///
+/// ```
+/// use usdt_trace::globs_match;
+/// assert!(globs_match(&[], "db:query"));
+/// assert!(globs_match(&["http:*".into(), "db:*".into()], "db:query"));
+/// assert!(!globs_match(&["http:*".into()], "db:query"));
+/// ```
+pub fn globs_match(globs: &[String], probe: &str) -> bool {
+    globs.is_empty() || globs.iter().any(|g| glob_match(g, probe))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

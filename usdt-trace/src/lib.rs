@@ -26,13 +26,21 @@
 //! - Signatures: [`read_signatures`] reads the argument names, Rust types
 //!   and [`Kind`]s that `#[usdt::provider]` probes record in
 //!   `.usdt.signatures`; [`Signatures`] matches them to notes by
-//!   `provider:name`, and [`TypedArgs`] shows a [`Hit`] with them
+//!   `provider:name`, over the [`Declarations`] of DTrace provider files
+//!   (a user's, and the built-in [`CATALOG`] of CPython's, PostgreSQL's,
+//!   libstdc++'s, Ruby's and HotSpot's), and says where each came from
+//!   ([`SignatureSource`]); [`TypedArgs`] shows a [`Hit`] with them
 //!   (`id=1 path="/index.html"`); [`bpftrace_program`] writes a bpftrace
 //!   program that prints hits the same way.
 //! - Starting a command with uprobes already in place: [`PausedCommand`].
 //! - Targets: a [`Session`] owns a command, a pid or every process of a
 //!   file, finds their objects, follows new threads and libraries, and
 //!   says what it skipped ([`Notice`]).
+//! - Running a target: a [`Run`] of a session spawns a command paused,
+//!   attaches through the caller's [`Attacher`], starts it, attaches what
+//!   appears later (threads, libraries, programs executed), and ends on a
+//!   cancel, a duration, the target's end or the caller's wish
+//!   ([`Ended`]); [`SessionSampler`] attaches a [`Sampler`] that way.
 //! - Engines: [`EngineChoice`] (auto, perf, BPF) is decided here, not by
 //!   callers; [`Counter`] counts with the engine picked, and when Auto's
 //!   BPF attach proves unsupported and perf fails too the error says both.
@@ -87,6 +95,7 @@ mod process;
 mod raw;
 mod record;
 mod rewrite;
+mod run;
 mod sample;
 mod selftest;
 mod session;
@@ -94,6 +103,7 @@ mod speedtest;
 mod stack;
 mod sys;
 mod typed;
+mod types;
 
 pub use aggregate::{Aggregation, CountedValue, Histogram, LatencyKey};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
@@ -113,8 +123,8 @@ pub use elf::note::{
     SkippedNote, MAX_NAME, MAX_READ, NT_STAPSDT, SITE_BYTES,
 };
 pub use elf::signature::{
-    parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, Signatures,
-    BYTES_MAX, BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
+    parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, BYTES_MAX,
+    BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
 pub use elf::sites::{SiteCheck, SiteRefusal};
 pub use engine::bpf;
@@ -123,7 +133,7 @@ pub use engine::perf::tracefs::remove_stale_events;
 pub use engine::{attach_delta, AttachPoint, Counter, EngineChoice, Picked, Target};
 pub use error::{AttachCause, AttachError, Error};
 pub use escape::{escape, escape_name};
-pub use glob::glob_match;
+pub use glob::{glob_match, globs_match};
 pub use ldso::shared_libraries;
 pub use process::{
     load_bias, object_path, process_alive, process_exe, process_threads, read_maps, read_process,
@@ -134,6 +144,7 @@ pub use rewrite::{
     long_nop_state, site_executes_as_emitted, site_rewrite, trampoline_ranges, LongNop,
     SiteRewrite, CALL_REL32, INT3, JMP_REL8, LEA_RSP_MINUS_128,
 };
+pub use run::{Attacher, Ended, Run, SessionSampler, TICK};
 pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
@@ -143,5 +154,8 @@ pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
 pub use stack::{Frame, Stack};
 pub use sys::SyscallError;
 pub use typed::{TypedArgs, TypedValue};
-pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
+pub use types::{
+    parse_provider_file, Declarations, ParseError, SignatureSource, Signatures, CATALOG,
+};
+pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5, RISCV64_C_NOP, RISCV64_NOP};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

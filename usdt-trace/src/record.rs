@@ -3,15 +3,17 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use crate::command::ExitStatus;
+use crate::engine::AttachPoint;
+use crate::run::{Attacher, Ended, Run, SessionSampler, TICK};
 use crate::sample::{Hit, Sampler, Value};
-use crate::session::Session;
-use crate::{AttachPoint, Error, Target};
+use crate::session::{NewObject, Session};
+use crate::Error;
 
 /// Runs a command with sampling uprobes on its probes (and those of the
-/// shared libraries it links) from its first instruction to its exit.
+/// shared libraries it links, and of those it loads later) from its first
+/// instruction to its exit: a [`Run`] of the command.
 ///
 /// ```no_run
 /// use usdt_trace::Recorder;
@@ -109,7 +111,7 @@ impl Recorder {
     pub fn run(&self) -> Result<Recording, Error> {
         let mut argv = vec![self.program.clone().into_os_string()];
         argv.extend(self.args.iter().cloned());
-        let mut session = Session::command(&argv)?
+        let session = Session::command(&argv)?
             .globs(&self.globs)
             .force_sites(self.force_sites);
         let mut sampler = Sampler::new(self.point)
@@ -118,43 +120,72 @@ impl Recorder {
         for (glob, index) in &self.strings {
             sampler = sampler.string_arg(glob, *index);
         }
-        // Killed with the session unless started.
-        let pid = session.spawn()?;
-        for (path, sites) in session.matched() {
-            sampler.attach(&path, sites, Target::Pid(pid))?;
-        }
-        if sampler.site_count() == 0 {
-            let program = session.objects().first().map(|(p, _)| p.clone());
-            return Err(Error::NoMatch {
-                program: program.unwrap_or_else(|| self.program.clone()),
-                globs: self.globs.join(" "),
-            });
-        }
-        session.start()?;
-        let mut hits = vec![];
-        let status = loop {
-            sampler.poll(Duration::from_millis(20), |h| hits.push(h))?;
-            if let Some(status) = session.child().map(|c| c.try_wait()).transpose()?.flatten() {
-                break status;
-            }
-            // A uprobe perf event samples only its own thread: attach to
-            // new threads as they appear (their hits before are not seen).
-            for tid in session.new_threads() {
-                for (path, sites) in session.matched() {
-                    match sampler.attach(&path, sites, Target::Pid(tid)) {
-                        Err(e) if e.no_process().is_some() => {}
-                        Ok(()) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
+        let mut attacher = Recorded {
+            recorder: self,
+            sampler: SessionSampler::new(sampler),
+            hits: vec![],
         };
+        // Killed with the run unless started.
+        let mut run = Run::new(session);
+        let ended = run.run(&mut attacher)?;
+        let Recorded {
+            mut sampler,
+            mut hits,
+            ..
+        } = attacher;
+        let sampler = sampler.sampler();
         sampler.drain(|h| hits.push(h));
+        let status = match ended {
+            Ended::Exited(status) => status,
+            _ => run.wait()?.unwrap_or(ExitStatus::Code(0)),
+        };
         Ok(Recording {
             hits,
             lost: sampler.lost(),
             status,
         })
+    }
+}
+
+/// What a [`Recorder`] attaches and where the hits go.
+struct Recorded<'r> {
+    recorder: &'r Recorder,
+    sampler: SessionSampler,
+    hits: Vec<Hit>,
+}
+
+impl Attacher for Recorded<'_> {
+    type Error = Error;
+
+    fn library_error(e: &Error) -> Option<&Error> {
+        Some(e)
+    }
+
+    /// Every site the globs match; an error if there is none.
+    fn attach(&mut self, session: &mut Session) -> Result<(), Error> {
+        self.sampler.attach(session)?;
+        if self.sampler.sampler().site_count() > 0 {
+            return Ok(());
+        }
+        let program = session.objects().first().map(|(p, _)| p.clone());
+        Err(Error::NoMatch {
+            program: program.unwrap_or_else(|| self.recorder.program.clone()),
+            globs: self.recorder.globs.join(" "),
+        })
+    }
+
+    fn attach_threads(&mut self, session: &mut Session) -> Result<(), Error> {
+        self.sampler.attach_threads(session)
+    }
+
+    fn attach_object(&mut self, object: &NewObject, session: &mut Session) -> Result<(), Error> {
+        self.sampler.attach_object(object, session)
+    }
+
+    fn tick(&mut self) -> Result<bool, Error> {
+        let hits = &mut self.hits;
+        self.sampler.sampler().poll(TICK, |h| hits.push(h))?;
+        Ok(true)
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! On Linux 6.18 it does not: the kernel rewrites the long nop into a `call`
 //! to `[uprobes-trampoline]`, and a child forked after that keeps the `call`
-//! but not the trampoline (the README's "The probe site"). Only a live test tells, so a
+//! but not the trampoline (docs/site.md, "Fork and the fork guard"). Only a live test tells, so a
 //! tracer runs one before it lets [`AttachPoint::Auto`](crate::AttachPoint)
 //! take Location + 1:
 //!

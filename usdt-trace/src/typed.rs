@@ -4,16 +4,8 @@
 
 use std::fmt::Write as _;
 
-use crate::elf::signature::{Kind, Signature, Signatures, BYTES_MAX, BYTES_SHOWN};
+use crate::elf::signature::{Kind, Signature, BYTES_MAX, BYTES_SHOWN};
 use crate::sample::{Hit, Value};
-
-impl Signatures {
-    /// The record that describes `hit`'s values, if any.
-    pub fn of_hit(&self, hit: &Hit) -> Option<&Signature> {
-        self.get(&hit.provider, &hit.name)
-            .filter(|s| s.operands() == hit.args.len())
-    }
-}
 
 /// A hit's values shown with their names and kinds.
 pub struct TypedArgs<'a> {

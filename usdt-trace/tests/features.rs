@@ -29,7 +29,7 @@ fn this_kernel_optimizes_nop5_and_maintains_semaphores() {
 
 /// Measured on Linux 6.18.44: a child forked after an optimized hit dies at
 /// its own first hit, so `Auto` attaches at the nop. If this fails because
-/// the child survives, the kernel learned to handle fork: update the README.
+/// the child survives, the kernel learned to handle fork: update docs/site.md.
 #[test]
 fn the_fork_self_test_finds_that_the_child_dies_here() {
     let test = fork_test();

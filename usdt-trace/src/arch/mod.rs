@@ -8,33 +8,40 @@
 //! ([`Operand`], parsed by [`Arch::parse_operand`]). The engines, the
 //! decoder and the aggregations reach all of it through the [`Arch`] of a
 //! file's [`Machine`] ([`Machine::arch`]) and name no architecture: a new
-//! one is a new table here.
+//! one is a new table here. Every machine's notes are read and listed; the
+//! engines read registers only in files of the machine this program runs
+//! on ([`Machine::host`]), since the kernel gives a uprobe the host's.
 
 use std::fmt;
 
 mod aarch64;
 mod operand;
+mod riscv64;
 mod x86_64;
 
 pub use operand::Operand;
 
 /// The instruction set a note was written for: it decides the register names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive] // each architecture adds its machine
 pub enum Machine {
     /// x86-64 (`EM_X86_64`).
     X86_64,
     /// 64-bit Arm (`EM_AARCH64`).
     Aarch64,
+    /// 64-bit RISC-V (`EM_RISCV`, ELF class 64).
+    Riscv64,
 }
 
-/// The `struct pt_regs` slots a BPF program is given for `machine`'s
-/// files, where its table knows them.
+/// The `struct pt_regs` slots that this machine's BPF programs are given
+/// when they read the registers of `machine`'s files: only files of the
+/// machine it runs on, whose registers are in the `pt_regs` of the host.
 pub(crate) fn pt_regs(machine: Machine) -> Option<usize> {
-    Some(machine.arch().pt_regs).filter(|n| *n > 0)
+    (Machine::host() == Some(machine)).then_some(machine.arch().pt_regs)
 }
 
 /// Every architecture's table.
-const ARCHES: [&Arch; 2] = [&x86_64::ARCH, &aarch64::ARCH];
+const ARCHES: [&Arch; 3] = [&x86_64::ARCH, &aarch64::ARCH, &riscv64::ARCH];
 
 impl Machine {
     /// The table of this machine's registers and operand syntax.
@@ -42,7 +49,44 @@ impl Machine {
         match self {
             Machine::X86_64 => &x86_64::ARCH,
             Machine::Aarch64 => &aarch64::ARCH,
+            Machine::Riscv64 => &riscv64::ARCH,
         }
+    }
+
+    /// The machine this program runs on, if it is one of the tables':
+    /// the kernel gives uprobes its registers, so it is the only machine
+    /// whose files the engines read registers of.
+    pub fn host() -> Option<Machine> {
+        ARCHES
+            .into_iter()
+            .map(|a| a.machine)
+            .find(|m| m.name() == HOST)
+    }
+
+    /// Its usual name: `x86-64`, `aarch64`, `riscv64`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Machine::X86_64 => "x86-64",
+            Machine::Aarch64 => "aarch64",
+            Machine::Riscv64 => "riscv64",
+        }
+    }
+}
+
+/// [`Machine::name`] of the machine this program is built for.
+const HOST: &str = if cfg!(target_arch = "x86_64") {
+    "x86-64"
+} else if cfg!(target_arch = "aarch64") {
+    "aarch64"
+} else if cfg!(target_arch = "riscv64") {
+    "riscv64"
+} else {
+    "other"
+};
+
+impl fmt::Display for Machine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -119,11 +163,6 @@ impl Arch {
         row.map(|r| r.reg)
     }
 
-    /// perf's number of `reg`.
-    pub(crate) fn perf(&self, reg: Reg64) -> Option<u32> {
-        self.register(reg)?.perf
-    }
-
     /// The `struct pt_regs` slot of `reg`.
     pub(crate) fn pt_slot(&self, reg: Reg64) -> Option<u8> {
         self.register(reg)?.pt_regs
@@ -187,7 +226,7 @@ pub struct Reg {
     pub width: RegWidth,
 }
 
-/// A 64-bit general register of x86-64 or aarch64.
+/// A 64-bit general register of x86-64, aarch64 or riscv64.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)] // the variant names are the register names
 #[non_exhaustive] // each architecture adds its registers
@@ -216,6 +255,10 @@ pub enum Reg64 {
     Sp,
     /// The aarch64 program counter.
     Pc,
+    /// riscv64 `x0` to `x31` (`zero`, `ra`, `sp`, ... `t6`).
+    Riscv(u8),
+    /// The riscv64 program counter.
+    RiscvPc,
 }
 
 impl Reg64 {
@@ -236,7 +279,7 @@ pub enum RegWidth {
     W16,
     /// The low 32 bits (`%eax`, `%r8d`, aarch64 `w0`).
     W32,
-    /// The whole register (`%rax`, aarch64 `x0`, `sp`).
+    /// The whole register (`%rax`, aarch64 `x0`, `sp`, riscv64 `a0`).
     W64,
 }
 
@@ -261,6 +304,11 @@ impl Reg {
     /// Parses an aarch64 register name (`x0`..`x30`, `w0`..`w30`, `sp`).
     pub fn parse_aarch64(name: &str) -> Option<Reg> {
         Machine::Aarch64.arch().parse_reg(name)
+    }
+
+    /// Parses a riscv64 register name (`a0`, `s0`, `fp`, `zero`, `x10`).
+    pub fn parse_riscv64(name: &str) -> Option<Reg> {
+        Machine::Riscv64.arch().parse_reg(name)
     }
 
     /// The name as a note writes it, without x86's `%`.

@@ -211,10 +211,10 @@ mod tests {
         ];
         assert_eq!(REGISTERS.len(), want.len());
         for (reg, perf) in want {
-            assert_eq!(ARCH.perf(reg), Some(perf), "{reg:?}");
+            assert_eq!(ARCH.register(reg).unwrap().perf, Some(perf), "{reg:?}");
             assert_eq!(ARCH.by_perf(perf), Some(reg));
         }
-        assert_eq!(ARCH.perf(ARCH.sp), Some(7));
+        assert_eq!(ARCH.register(ARCH.sp).unwrap().perf, Some(7));
         assert_eq!(ARCH.by_perf(9), None); // flags: no note names it
     }
 

@@ -11,7 +11,9 @@
 //! symbols plus registers (`nums(%rax,%rax)`: GCC's absolute addressing in
 //! position-dependent executables), with displacements that may be sums
 //! (`-12+4(%rbp)`); aarch64 operands are
-//! `xN`/`wN`/`sp`, `[reg]`, `[reg, disp]` and bare immediates.
+//! `xN`/`wN`/`sp`, `[reg]`, `[reg, disp]` and bare immediates; riscv64
+//! operands are ABI register names (`a0`, `s0`), `disp(reg)` and bare
+//! immediates. Each machine's syntax is its `crate::arch` table's.
 //!
 //! One argument this reader cannot read does not fail the note: it becomes
 //! [`Operand::Unreadable`] with the reason (`%xmm0`: "xmm registers are not
@@ -241,6 +243,46 @@ mod tests {
         assert_eq!(args[3].operand.to_string(), "[x2]");
         assert_eq!(args[4].operand.to_string(), "[x3, -8]");
         assert_eq!(args[5].operand, Operand::Immediate(5));
+    }
+
+    #[test]
+    fn riscv64_operands() {
+        let args = parse_args(
+            "-4@-68(s0) -8@a1 1@0(a6) 8@8(sp) -4@-42 1@%lo(g_c)(t6) 8@fp",
+            Machine::Riscv64,
+        )
+        .unwrap();
+        let printed: Vec<String> = args.iter().map(Arg::to_string).collect();
+        assert_eq!(
+            printed,
+            [
+                "-4@-68(s0)",
+                "-8@a1",
+                "1@0(a6)",
+                "8@8(sp)",
+                "-4@$-42",
+                "1@%lo(g_c)(t6)",
+                "8@s0"
+            ]
+        );
+        assert_eq!(args[4].operand, Operand::Immediate(-42));
+        assert_eq!(
+            args[5].unreadable(),
+            Some("`%lo(g_c)` is a relocation this reader does not resolve")
+        );
+        for arg in args.iter().filter(|a| a.unreadable().is_none()) {
+            let reg = match &arg.operand {
+                Operand::Register(r) | Operand::Memory { base: r, .. } => r,
+                _ => continue,
+            };
+            assert_eq!(reg.machine(), Some(Machine::Riscv64));
+            assert!(!reg.is_aarch64());
+        }
+        let x86 = parse_args("8@%rax", Machine::Riscv64).unwrap();
+        assert_eq!(
+            x86[0].unreadable(),
+            Some("`%rax` is not a riscv64 register, memory operand or immediate")
+        );
     }
 
     fn reg(reg: Reg64) -> Reg {

@@ -85,8 +85,8 @@ impl Site {
         format!("{}:{}", self.provider, self.name)
     }
 
-    /// A site `p:n` of `layout` at 0x1000, without arguments, for unit
-    /// tests.
+    /// A site `p:n` of `layout` at 0x1000, without arguments, in a file
+    /// of the machine the tests run on, for unit tests.
     #[cfg(test)]
     pub(crate) fn at_0x1000(layout: SiteLayout) -> Site {
         Site {
@@ -100,7 +100,7 @@ impl Site {
             semaphore_offset: None,
             args_text: String::new(),
             args: vec![],
-            machine: Machine::X86_64,
+            machine: Machine::host().unwrap_or(Machine::X86_64),
             layout,
             bytes: vec![],
             check: Default::default(),
@@ -301,6 +301,7 @@ fn read_probes_from<'d, R: ReadRef<'d>>(data: R) -> Result<ElfProbes, Error> {
     let machine = match header.e_machine(endian) {
         elf::EM_X86_64 => Machine::X86_64,
         elf::EM_AARCH64 => Machine::Aarch64,
+        elf::EM_RISCV => Machine::Riscv64,
         other => return Err(Error::Unsupported(format!("ELF files for machine {other}"))),
     };
     let segments = header

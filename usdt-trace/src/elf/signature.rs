@@ -15,7 +15,6 @@
 //! match the note's: otherwise the probe shows as `arg0..argN`, like the
 //! probes of C programs and ad-hoc `usdt::probe!` probes, which have none.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use object::elf;
@@ -278,65 +277,6 @@ impl Cursor<'_> {
             .map_err(|_| bad(format!("a record's {what} is not UTF-8")))?;
         self.0 = &self.0[end + 1..];
         Ok(s)
-    }
-}
-
-/// The records of a set of files, by `provider:name`: what `usdt list` and
-/// `usdt trace` look probes up in.
-#[derive(Clone, Debug, Default)]
-pub struct Signatures {
-    by_probe: HashMap<(String, String), Option<Signature>>,
-}
-
-impl Signatures {
-    /// An empty set: every probe shows as `arg0..argN`.
-    pub fn new() -> Signatures {
-        Signatures::default()
-    }
-
-    /// Adds records. Two records of one probe that differ (two crates
-    /// declaring `provider:name` differently) cancel out: that probe then
-    /// shows as `arg0..argN`.
-    pub fn extend(&mut self, records: impl IntoIterator<Item = Signature>) {
-        for mut sig in records {
-            sig.location = 0;
-            let key = (sig.provider.clone(), sig.name.clone());
-            match self.by_probe.get(&key) {
-                None => {
-                    self.by_probe.insert(key, Some(sig));
-                }
-                Some(Some(known)) if *known != sig => {
-                    self.by_probe.insert(key, None);
-                }
-                Some(_) => {}
-            }
-        }
-    }
-
-    /// Adds the records of the ELF file at `path`; a file without them, or
-    /// unreadable, adds none.
-    pub fn add_file(&mut self, path: impl AsRef<Path>) {
-        if let Ok(records) = read_file_signatures(path) {
-            self.extend(records);
-        }
-    }
-
-    /// The record of `provider:name`, when there is exactly one.
-    pub fn get(&self, provider: &str, name: &str) -> Option<&Signature> {
-        self.by_probe
-            .get(&(provider.to_owned(), name.to_owned()))
-            .and_then(Option::as_ref)
-    }
-
-    /// The record that describes `site`, if any.
-    pub fn of_site(&self, site: &Site) -> Option<&Signature> {
-        self.get(&site.provider, &site.name)
-            .filter(|s| s.fits(site))
-    }
-
-    /// Whether there are no records.
-    pub fn is_empty(&self) -> bool {
-        self.by_probe.is_empty()
     }
 }
 

@@ -45,7 +45,7 @@ use crate::elf::note::{read_file_probes, ElfProbes, Site, SkippedNote};
 use crate::elf::sites::SiteCheck;
 use crate::engine::Target;
 use crate::exec_watch::ExecWatch;
-use crate::glob::glob_match;
+use crate::glob::globs_match;
 use crate::ldso::shared_libraries;
 use crate::process::{
     exec_libraries, object_path, process_alive, process_threads, read_maps, read_process,
@@ -295,8 +295,7 @@ impl Session {
 
     /// Whether `site` is one of the probes asked for.
     pub fn wants(&self, site: &Site) -> bool {
-        let probe = site.probe();
-        self.globs.is_empty() || self.globs.iter().any(|g| glob_match(g, &probe))
+        globs_match(&self.globs, &site.probe())
     }
 
     /// The objects found, with all their sites.

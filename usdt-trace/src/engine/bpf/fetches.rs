@@ -84,14 +84,10 @@ fn pt_slot(arch: &Arch, reg: Reg64, s: &SampleSite<'_>) -> Result<Option<u8>, Er
 }
 
 /// What the program reads at the hit of `s` for each argument (the first
-/// [`ARGS`]): memory operands' values, and the strings and bytes arguments
-/// point at, each string or byte slice in its own room. A site of a
-/// machine whose `pt_regs` layout is unknown is refused.
-pub(super) fn fetches(s: &SampleSite<'_>) -> Result<[ArgFetch; ARGS], Error> {
-    let arch = s.site.machine.arch();
-    if arch.pt_regs == 0 {
-        return Err(unsupported_registers(s.site));
-    }
+/// [`ARGS`]), from the `struct pt_regs` slots of `arch` (its machine's
+/// table): memory operands' values, and the strings and bytes arguments
+/// point at, each string or byte slice in its own room.
+pub(super) fn fetches(s: &SampleSite<'_>, arch: &Arch) -> Result<[ArgFetch; ARGS], Error> {
     let mut out = [ArgFetch::default(); ARGS];
     let mut rooms = 0u8;
     let pt = |r: &Reg| pt_slot(arch, r.reg, s);

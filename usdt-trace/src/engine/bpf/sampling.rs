@@ -46,7 +46,7 @@ use super::program::{create_counter_map, load_program};
 use super::ringbuf::RingBuf;
 use super::BpfError;
 use crate::arch::Arch;
-use crate::engine::{Engine, SampleSite};
+use crate::engine::{site_arch, Engine, SampleSite};
 use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::bpf::{bpf, bpf_fd, MapCreateAttr, MapElemAttr};
 use crate::sys::bpf::{
@@ -590,18 +590,20 @@ impl Engine for BpfSampling {
         let Some(first) = sites.first() else {
             return Ok(());
         };
+        // The program reads the host's `struct pt_regs`.
+        let arch = site_arch(first.site)?;
         let sampled: Vec<SampledSite> = sites
             .iter()
             .map(|s| {
+                site_arch(s.site)?;
                 Ok(SampledSite {
                     offset: s.uprobe.offset,
                     ref_ctr_offset: s.uprobe.ref_ctr_offset,
                     cookie: s.index as u64,
-                    fetch: super::fetches::fetches(s)?,
+                    fetch: super::fetches::fetches(s, arch)?,
                 })
             })
             .collect::<Result<_, crate::Error>>()?;
-        let arch = first.site.machine.arch();
         Ok(self.attach_sampled(path, arch, &sampled, target)?)
     }
 
@@ -677,6 +679,69 @@ mod tests {
         const { assert!(STRING_READ as usize <= DEREF) };
         const { assert!(crate::sample::value::BYTES_FETCH <= DEREF) };
         assert_eq!(ArgFetch::default().bytes()[2], NO_REG);
+    }
+
+    /// A record of an aarch64 site, as the program writes it: the
+    /// registers come from `struct user_pt_regs` (34 slots) and are named
+    /// by the aarch64 table; the value read for a memory operand is its
+    /// slot's. Decoding needs no aarch64 kernel.
+    #[test]
+    fn an_aarch64_record_gives_its_registers_by_name() {
+        use crate::{Reg64, Site};
+        let machine = Machine::Aarch64;
+        let arch = machine.arch();
+        let site = Site::with_args("8@x0 -4@[sp, 16] 8@[x1, 8]", machine);
+        let path = std::ffi::CString::new("/x").unwrap();
+        let s = SampleSite::of(0, &site, &path, &[false; 3]);
+        let fetch = super::super::fetches::fetches(&s, arch).unwrap();
+        // The base registers' `user_pt_regs` slots: sp is 31, x1 is 1.
+        assert_eq!((fetch[1].base, fetch[1].disp), (31, 16));
+        assert_eq!((fetch[2].base, fetch[2].disp), (1, 8));
+        assert_eq!(fetch[0].kind, 0); // a register: from the copy
+        let sampled = SampledSite {
+            offset: 0,
+            ref_ctr_offset: None,
+            cookie: 7,
+            fetch,
+        };
+        let layout = Layout::of(arch.pt_regs, std::slice::from_ref(&sampled));
+        assert_eq!((layout.regs, layout.slots, layout.derefs), (34, 3, 0));
+        assert_eq!(layout.slots_at(), 24 + 34 * 8);
+
+        let mut record = vec![0u8; layout.size()];
+        record[..8].copy_from_slice(&7u64.to_ne_bytes());
+        record[8..16].copy_from_slice(&(42u64 << 32 | 43).to_ne_bytes());
+        record[16..24].copy_from_slice(&1_000u64.to_ne_bytes());
+        for slot in 0..34u64 {
+            let at = REGS_AT + slot as usize * 8;
+            record[at..at + 8].copy_from_slice(&(0x100 + slot).to_ne_bytes());
+        }
+        let value = layout.slot_at(1);
+        record[value..value + 4].copy_from_slice(&(-5i32).to_ne_bytes());
+        let records = SiteRecords {
+            arch,
+            layout,
+            fetch: sampled.fetch,
+        };
+        let sites = HashMap::from([(7u64, records)]);
+        let raw = raw_hit(&sites, &record).unwrap();
+        assert_eq!(
+            (raw.site, raw.pid, raw.tid, raw.time_ns),
+            (7, 42, 43, 1_000)
+        );
+        assert_eq!(raw.regs.get(Reg64::X(0)), Some(0x100));
+        assert_eq!(raw.regs.get(Reg64::X(30)), Some(0x100 + 30));
+        assert_eq!(raw.regs.get(Reg64::Sp), Some(0x100 + 31));
+        assert_eq!(raw.regs.get(Reg64::Pc), Some(0x100 + 32));
+        assert_eq!(raw.regs.get(Reg64::Rsp), None);
+        assert_eq!(raw.fetched[1].value, Some(&(-5i32).to_ne_bytes()[..]));
+        // The third read failed (its result is not 0): left to the decoder.
+        let failed = layout.slot_at(2) + VALUE_MAX;
+        record[failed..failed + 4].copy_from_slice(&(-14i32).to_ne_bytes());
+        let raw = raw_hit(&sites, &record).unwrap();
+        assert_eq!(raw.fetched[2].value, None);
+        // A record cut inside the registers is no hit.
+        assert!(raw_hit(&sites, &record[..100]).is_none());
     }
 
     #[test]

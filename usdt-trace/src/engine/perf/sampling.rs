@@ -16,7 +16,7 @@ use crate::arch::Arch;
 use crate::cpus::online_cpus;
 use crate::elf::arg::{Arg, Operand, Reg64};
 use crate::elf::note::Site;
-use crate::engine::{unsupported_registers, Engine, SampleSite, Target, Uprobe};
+use crate::engine::{site_arch, unsupported_registers, Engine, SampleSite, Target, Uprobe};
 use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::perf::{
     self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
@@ -137,18 +137,22 @@ pub(crate) struct SiteSampling<'a> {
 
 impl<'a> SiteSampling<'a> {
     /// What the events of `s` sample: the registers its operands name
-    /// (and the stack pointer), by the perf numbers of its machine's
-    /// table, and `stack_bytes` of stack for a site that reads memory
-    /// (memory operands, strings, byte slices); with `stacks`, the
-    /// instruction and frame pointers and the stack copy too.
+    /// (and the stack pointer), by the perf numbers of `arch` (its
+    /// machine's table), and `stack_bytes` of stack for a site that reads
+    /// memory (memory operands, strings, byte slices); with `stacks`, the
+    /// instruction and frame pointers and the stack copy too. A register
+    /// without a perf number always reads 0 (riscv64's `zero`).
     pub(crate) fn of(
         s: &SampleSite<'a>,
+        arch: &'static Arch,
         stack_bytes: u32,
         stacks: bool,
     ) -> Result<SiteSampling<'a>, Error> {
-        let arch = s.site.machine.arch();
-        let perf = |reg| arch.perf(reg).ok_or_else(|| unsupported_registers(s.site));
-        let mut mask = 1u64 << perf(arch.sp)?;
+        let perf = |reg| match arch.register(reg) {
+            Some(row) => Ok(row.perf.map_or(0, |n| 1u64 << n)),
+            None => Err(unsupported_registers(s.site)),
+        };
+        let mut mask = perf(arch.sp)?;
         if stacks {
             mask |= stack_mask(arch);
         }
@@ -163,7 +167,7 @@ impl<'a> SiteSampling<'a> {
             }
             memory |= !matches!(arg.operand, Operand::Register(_));
             for reg in arch.operand_registers(&arg.operand) {
-                mask |= 1 << perf(reg)?;
+                mask |= perf(reg)?;
             }
         }
         Ok(SiteSampling {
@@ -185,7 +189,7 @@ impl<'a> SiteSampling<'a> {
 fn stack_mask(arch: &Arch) -> u64 {
     [arch.ip, arch.sp, Reg64::Rbp]
         .into_iter()
-        .filter_map(|reg| arch.perf(reg))
+        .filter_map(|reg| arch.register(reg)?.perf)
         .fold(0, |mask, n| mask | 1 << n)
 }
 
@@ -511,7 +515,7 @@ impl Engine for PerfSampling {
         };
         let plans = sites
             .iter()
-            .map(|s| SiteSampling::of(s, self.stack_bytes, self.stacks))
+            .map(|s| SiteSampling::of(s, site_arch(s.site)?, self.stack_bytes, self.stacks))
             .collect::<Result<Vec<_>, _>>()?;
         let mark = self.mark();
         let features = self.features;
@@ -587,40 +591,132 @@ mod tests {
     fn sampling(site: &Site, stack_bytes: u32) -> Result<(u64, u32), Error> {
         let path = std::ffi::CString::new("/x").unwrap();
         let none = vec![false; site.args.len()];
-        let s = SampleSite {
-            index: 0,
-            site,
-            uprobe: Uprobe {
-                path: &path,
-                offset: 0,
-                ref_ctr_offset: None,
-            },
-            args: &site.args,
-            strings: &none,
-            bytes: &[],
-            attach_addr: 0,
-        };
-        SiteSampling::of(&s, stack_bytes, false).map(|p| (p.regs_mask, p.stack_bytes))
+        let s = SampleSite::of(0, site, &path, &none);
+        SiteSampling::of(&s, site.machine.arch(), stack_bytes, false)
+            .map(|p| (p.regs_mask, p.stack_bytes))
     }
 
     #[test]
     fn registers_come_in_mask_order() {
-        let site = site("-1@%r8 2@%ah 4@8(%rdi) 8@$7", crate::Machine::X86_64);
+        let s = site("-1@%r8 2@%ah 4@8(%rdi) 8@$7", crate::Machine::X86_64);
         // rax (for %ah), rdi, rsp and r8, in perf's order; memory: a stack
         // copy.
         let mask = 1 | 1 << 5 | 1 << 7 | 1 << 16;
-        assert_eq!(sampling(&site, 64).unwrap(), (mask, 64));
-    }
-
-    #[test]
-    fn aarch64_arguments_are_refused_in_words() {
-        let e = sampling(&site("8@x0", crate::Machine::Aarch64), 0).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "aarch64 registers (in the arguments of p:n) are not supported"
-        );
+        assert_eq!(sampling(&s, 64).unwrap(), (mask, 64));
         // Immediates and registers alone need no stack copy.
         let plain = site("8@%rax 4@$1", crate::Machine::X86_64);
         assert_eq!(sampling(&plain, 64).unwrap().1, 0);
+        // Unless stacks are unwound: then the instruction, stack and frame
+        // pointers (8, 7, 6) and the copy.
+        let path = std::ffi::CString::new("/x").unwrap();
+        let none = vec![false; plain.args.len()];
+        let s = SampleSite::of(0, &plain, &path, &none);
+        let plan = SiteSampling::of(&s, plain.machine.arch(), 64, true).unwrap();
+        assert_eq!(plan.regs_mask, 1 | 1 << 6 | 1 << 7 | 1 << 8);
+        assert_eq!((plan.stack_bytes, plan.memory), (64, false));
+    }
+
+    /// Each machine's perf numbers (`arch/*/include/uapi/asm/perf_regs.h`):
+    /// aarch64 `x0` = 0, `x3` = 3, `sp` = 31; riscv64 `sp` = 2, `s0` = 8,
+    /// `a0` = 10; riscv64's `zero` reads 0 and is not sampled.
+    #[test]
+    fn other_machines_sample_their_own_perf_numbers() {
+        let a64 = site("8@x0 -4@[sp, 16] 4@w3 -4@-42", crate::Machine::Aarch64);
+        assert_eq!(sampling(&a64, 64).unwrap(), (1 | 1 << 3 | 1 << 31, 64));
+        let rv = site("8@a0 -4@-16(s0) 8@zero", crate::Machine::Riscv64);
+        assert_eq!(sampling(&rv, 64).unwrap(), (1 << 2 | 1 << 8 | 1 << 10, 64));
+        let rv = site("-8@a1 1@a2", crate::Machine::Riscv64);
+        assert_eq!(sampling(&rv, 64).unwrap(), (1 << 2 | 1 << 11 | 1 << 12, 0));
+    }
+
+    /// A `PERF_RECORD_SAMPLE` of a site sampled with `mask` and a stack
+    /// copy, as the kernel lays it out for this engine's `sample_type`
+    /// (identifier, pid and tid, time, `PERF_SAMPLE_REGS_USER` as abi and
+    /// the registers in mask order, `PERF_SAMPLE_STACK_USER` as size,
+    /// bytes and dynamic size).
+    fn sample_record(id: u64, regs: &[u64], stack: &[u8]) -> Vec<u8> {
+        let mut r = vec![0u8; 8]; // the header, which raw_hit skips
+        r.extend(id.to_ne_bytes());
+        r.extend(42u32.to_ne_bytes());
+        r.extend(43u32.to_ne_bytes());
+        r.extend(1_000u64.to_ne_bytes());
+        r.extend(2u64.to_ne_bytes()); // PERF_SAMPLE_REGS_ABI_64
+        regs.iter().for_each(|v| r.extend(v.to_ne_bytes()));
+        r.extend((stack.len() as u64).to_ne_bytes());
+        r.extend(stack);
+        r.extend((stack.len() as u64).to_ne_bytes());
+        r
+    }
+
+    /// The registers of another machine's sample come by name from that
+    /// machine's perf numbers: decoding needs no kernel of that machine.
+    #[test]
+    fn samples_of_each_machine_give_its_registers_by_name() {
+        use crate::Reg64;
+        for (args, machine, values) in [
+            (
+                "8@x0 -4@[sp, 16] 4@w3",
+                crate::Machine::Aarch64,
+                // Mask order: x0 (0), x3 (3), sp (31).
+                [
+                    (Reg64::X(0), 7),
+                    (Reg64::X(3), 0xffff_fffe),
+                    (Reg64::Sp, 0x7ff0),
+                ],
+            ),
+            (
+                "8@a0 -4@-16(s0)",
+                crate::Machine::Riscv64,
+                // Mask order: sp (2), s0 (8), a0 (10).
+                [
+                    (Reg64::Riscv(2), 0x7ff0),
+                    (Reg64::Riscv(8), 0x8000),
+                    (Reg64::Riscv(10), 7),
+                ],
+            ),
+        ] {
+            let site = site(args, machine);
+            let path = std::ffi::CString::new("/x").unwrap();
+            let none = vec![false; site.args.len()];
+            let s = SampleSite::of(5, &site, &path, &none);
+            let plan = SiteSampling::of(&s, machine.arch(), 32, false).unwrap();
+            let perf_site = PerfSite {
+                arch: plan.arch,
+                args: site.args.len(),
+                regs_mask: plan.regs_mask,
+                stack_bytes: plan.stack_bytes,
+                fetch: None,
+            };
+            let stack: Vec<u8> = (0..32).collect();
+            let record = sample_record(99, &values.map(|(_, v)| v), &stack);
+            let ids = HashMap::from([(99u64, 5usize)]);
+            let sites = HashMap::from([(5usize, perf_site)]);
+            let raw = raw_hit(&ids, &sites, &record).unwrap();
+            assert_eq!(
+                (raw.site, raw.pid, raw.tid, raw.time_ns),
+                (5, 42, 43, 1_000)
+            );
+            for (reg, value) in values {
+                assert_eq!(raw.regs.get(reg), Some(value), "{machine} {reg:?}");
+            }
+            assert_eq!(raw.regs.get(machine.arch().sp), Some(0x7ff0));
+            assert_eq!(raw.stack, &stack[..]);
+            // A record cut short is no hit.
+            assert!(raw_hit(&ids, &sites, &record[..40]).is_none());
+        }
+    }
+
+    #[test]
+    fn a_site_of_another_machine_than_this_one_is_refused_in_words() {
+        let (other, here) = match crate::Machine::host() {
+            Some(crate::Machine::X86_64) => (crate::Machine::Aarch64, "x86-64"),
+            Some(crate::Machine::Aarch64) => (crate::Machine::X86_64, "aarch64"),
+            _ => return,
+        };
+        let e = site_arch(&site("", other)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{other} sites (p:n) on this {here} machine are not supported")
+        );
     }
 }
