@@ -325,3 +325,72 @@ impl Report {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &'static str, mops: f64, attached: bool, optimized: bool) -> Row {
+        Row {
+            name,
+            mops,
+            stddev: mops / 20.0,
+            attach: if attached {
+                "nop".into()
+            } else {
+                "none".into()
+            },
+            optimized,
+            attached,
+        }
+    }
+
+    /// The `--svg` picture: valid XML, one labelled bar per row with its
+    /// rate (and ratio to c-sdt-nop), in its colour, and the legend.
+    #[test]
+    fn the_rows_are_drawn_as_labelled_bars() {
+        let report = Report {
+            machine: Machine::probe(),
+            plan: Plan::QUICK,
+            rows: vec![
+                row("bare", 900.0, false, false),
+                row(REFERENCE, 2.0, true, false),
+                row("usdt-nop5", 4.0, true, true),
+            ],
+            skipped: vec![],
+            idle: Err("not counted".into()),
+            others: 0.0,
+            many: Err("not run".into()),
+            auto: None,
+            forks: Err("not measured".into()),
+        };
+        let svg = report.chart().svg().unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<String> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .map(|n| n.text().unwrap_or("").trim().to_string())
+            .collect();
+        for want in [
+            "bare",
+            REFERENCE,
+            "usdt-nop5",
+            "900.000 M/s",
+            "2.000 M/s  (1.00x c-sdt-nop)",
+            "4.000 M/s  (2.00x c-sdt-nop)  optimized",
+            "no uprobe attached",
+            "our probes, attached",
+        ] {
+            assert!(texts.iter().any(|t| t == want), "no {want:?} in {texts:?}");
+        }
+        let fills = |color: &str| {
+            doc.descendants()
+                .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(color))
+                .count()
+        };
+        // A bar each, and the legend's swatch.
+        assert_eq!(fills("#969696"), 2);
+        assert_eq!(fills("#1F77B4"), 2);
+        assert_eq!(fills("#FF7F0E"), 2);
+    }
+}
