@@ -15,7 +15,10 @@
 //! - `latency (tid, nop)`: keyed by thread and attached at the nop, as
 //!   bpftrace places its uprobes;
 //! - `bpftrace @start/hist()`: `@start[tid] = nsecs` and
-//!   `@h = hist(nsecs - @start[tid]); delete(@start[tid])`.
+//!   `@h = hist(nsecs - @start[tid]); delete(@start[tid])`;
+//! - `trace` and `trace --stack`: a record of every hit read by the
+//!   tracer, with the stack unwound for the second (`sampled`), and their
+//!   ratio.
 //!
 //! Ratios are to `count`. `usdt serve` (the release `usdt` beside this
 //! bench) serves every probe of this bench's executable with a latency;
@@ -68,16 +71,28 @@ pub struct Answers {
     /// `usdt serve`: CPU between scrapes (% of one CPU) and per scrape
     /// (ms), or why it was not measured.
     pub serve: Result<(f64, f64), String>,
+    /// The tracer's time per hit of `trace` and of `trace --stack`
+    /// (decoding, and unwinding and symbolizing the stack).
+    pub tracer: Vec<(&'static str, Duration)>,
 }
 
 /// The best (least) time per iteration of `runs` runs of `n`.
 fn ns_per_iteration(n: u64, runs: usize) -> f64 {
+    ns_per_iteration_with(n, runs, &mut || {})
+}
+
+/// [`ns_per_iteration`], calling `between` after the warm-up and after
+/// each run, untimed.
+pub(crate) fn ns_per_iteration_with(n: u64, runs: usize, between: &mut dyn FnMut()) -> f64 {
     requests(n / 10); // warm: the first hit optimizes a nop5 site
+    between();
     (0..runs)
         .map(|_| {
             let t = Instant::now();
             requests(std::hint::black_box(n));
-            t.elapsed().as_nanos() as f64 / n as f64
+            let ns = t.elapsed().as_nanos() as f64 / n as f64;
+            between();
+            ns
         })
         .fold(f64::MAX, f64::min)
 }
@@ -290,6 +305,7 @@ pub fn run(quick: bool) -> Result<Answers, String> {
         rows: vec![],
         skipped: vec![],
         serve: Err("not run".into()),
+        tracer: vec![],
     };
     for name in ROWS {
         match attach(name, &exe, &sites) {
@@ -302,6 +318,15 @@ pub fn run(quick: bool) -> Result<Answers, String> {
                     }),
                     Err(why) => out.skipped.push((name, why)),
                 }
+            }
+            Err(why) => out.skipped.push((name, why)),
+        }
+    }
+    for name in crate::sampled::ROWS {
+        match crate::sampled::measure(name, &exe, &sites, runs, idle_ns) {
+            Ok(sampled) => {
+                out.rows.push(sampled.row);
+                out.tracer.push((name, sampled.tracer));
             }
             Err(why) => out.skipped.push((name, why)),
         }
@@ -441,6 +466,27 @@ pub fn table(a: &Answers) -> String {
     }
     for (name, why) in &a.skipped {
         s += &format!("{name:<26} not measured: {why}\n");
+    }
+    let per_hit = |name: &str| a.rows.iter().find(|r| r.name == name).map(|r| r.ns_per_hit);
+    for (stack, trace) in crate::sampled::PAIRS {
+        if let (Some(with), Some(without)) = (per_hit(stack), per_hit(trace)) {
+            if without > 0.0 {
+                s += &format!(
+                    "{stack} / {trace}: {:.2} per hit in the traced process\n",
+                    with / without
+                );
+            }
+        }
+    }
+    for (name, t) in &a.tracer {
+        let stack = match name.contains("--stack") {
+            true => ", unwind and symbolize its stack",
+            false => "",
+        };
+        s += &format!(
+            "{name}: the tracer took {:.2} us per hit to read it{stack}\n",
+            t.as_secs_f64() * 1e6
+        );
     }
     match &a.serve {
         Ok((idle, scrape)) => {
