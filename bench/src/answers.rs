@@ -83,7 +83,7 @@ fn ns_per_iteration(n: u64, runs: usize) -> f64 {
 
 /// [`ns_per_iteration`], calling `between` after the warm-up and after
 /// each run, untimed.
-pub(crate) fn ns_per_iteration_with(n: u64, runs: usize, between: &mut dyn FnMut()) -> f64 {
+fn ns_per_iteration_with(n: u64, runs: usize, between: &mut dyn FnMut()) -> f64 {
     requests(n / 10); // warm: the first hit optimizes a nop5 site
     between();
     (0..runs)
@@ -323,9 +323,14 @@ pub fn run(quick: bool) -> Result<Answers, String> {
         }
     }
     for name in crate::sampled::ROWS {
-        match crate::sampled::measure(name, &exe, &sites, runs, idle_ns) {
+        let hits = |n: u64| 2 * (n / 10 + n * runs as u64);
+        let time = |n, between: &mut dyn FnMut()| ns_per_iteration_with(n, runs, between);
+        match crate::sampled::measure(name, &exe, &sites, hits, time) {
             Ok(sampled) => {
-                out.rows.push(sampled.row);
+                out.rows.push(AnswersRow {
+                    name,
+                    ns_per_hit: (sampled.ns_per_iteration - idle_ns).max(0.0) / 2.0,
+                });
                 out.tracer.push((name, sampled.tracer));
             }
             Err(why) => out.skipped.push((name, why)),

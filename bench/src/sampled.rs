@@ -17,8 +17,6 @@ use std::time::{Duration, Instant};
 
 use usdt_trace::{AttachPoint, EngineChoice, Sampler, Site, Target};
 
-use crate::answers::{ns_per_iteration_with, AnswersRow};
-
 /// Iterations per run: 4,000 hits, which the ring holds with their stack
 /// copies.
 const N: u64 = 2_000;
@@ -41,21 +39,24 @@ pub const PAIRS: [(&str, &str); 2] = [
     ("trace --stack --engine perf", "trace --engine perf"),
 ];
 
-/// One measured row, and the tracer's time per hit.
+/// What a row measured: the traced loop's time per iteration, and the
+/// tracer's time per hit.
 pub struct Sampled {
-    pub row: AnswersRow,
+    pub ns_per_iteration: f64,
     pub tracer: Duration,
 }
 
-/// Measures `row` ([`ROWS`]) over `runs` runs: attaches a sampler to the
-/// `answers` sites of this process's executable `exe`, and checks that
-/// every hit was read, with a stack for `trace --stack`.
+/// Measures `row` ([`ROWS`]): attaches a sampler to the `answers` sites
+/// of this process's executable `exe`, has `time` time the loop `N` times
+/// a run (it calls its argument after each run, untimed: the drain), and
+/// checks that every one of `hits` hits was read, with a stack for
+/// `trace --stack`.
 pub fn measure(
-    row: &'static str,
+    row: &str,
     exe: &Path,
     sites: &[Site],
-    runs: usize,
-    idle_ns: f64,
+    hits: impl Fn(u64) -> u64,
+    time: impl FnOnce(u64, &mut dyn FnMut()) -> f64,
 ) -> Result<Sampled, String> {
     let stacks = row.contains("--stack");
     let engine = match row.ends_with("--engine perf") {
@@ -70,30 +71,27 @@ pub fn measure(
     sampler
         .attach(exe, sites, Target::Pid(std::process::id()))
         .map_err(|e| e.to_string())?;
-    let (mut hits, mut stackless) = (0u64, 0u64);
+    let (mut read, mut stackless) = (0u64, 0u64);
     let mut drained = Duration::ZERO;
-    let ns = ns_per_iteration_with(N, runs, &mut || {
+    let ns_per_iteration = time(N, &mut || {
         let t = Instant::now();
         sampler.drain(|hit| {
-            hits += 1;
-            stackless +=
-                u64::from(stacks && hit.stack.as_ref().is_none_or(|s| s.frames.is_empty()));
+            read += 1;
+            let empty = hit.stack.as_ref().is_none_or(|s| s.frames.is_empty());
+            stackless += u64::from(stacks && empty);
         });
         drained += t.elapsed();
     });
     let lost = sampler.lost();
     drop(sampler);
-    let want = 2 * (N / 10 + N * runs as u64);
-    if hits != want || lost > 0 || stackless > 0 {
+    let want = hits(N);
+    if read != want || lost > 0 || stackless > 0 {
         return Err(format!(
-            "{hits} of {want} hits were read ({lost} lost, {stackless} without a stack)"
+            "{read} of {want} hits were read ({lost} lost, {stackless} without a stack)"
         ));
     }
     Ok(Sampled {
-        row: AnswersRow {
-            name: row,
-            ns_per_hit: (ns - idle_ns).max(0.0) / 2.0,
-        },
-        tracer: drained / hits.max(1) as u32,
+        ns_per_iteration,
+        tracer: drained / read.max(1) as u32,
     })
 }
