@@ -372,3 +372,26 @@ fn frame_pointer_walking_cannot_tell_the_paths_apart() {
         "frame pointers told the paths apart on a build without them: {text}"
     );
 }
+
+/// `--svg` on `count` draws stacks only; said before anything attaches.
+#[test]
+fn count_svg_is_for_stacks_only() {
+    let out = Command::new(env!("CARGO_BIN_EXE_usdt"))
+        .args([
+            "count",
+            "--by",
+            "arg0",
+            "--svg",
+            "x.svg",
+            "app:respond",
+            "-p",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "usdt: count --svg draws the flame graph of --by stack, not of --by arg0 (latency and hist take --svg too)\n"
+    );
+}

@@ -186,6 +186,7 @@ impl Stacks {
                 continue;
             };
             let Some(known) = self.files.get_mut(&loaded.file) else {
+                frames.push(Frame::bare(f.addr, None));
                 continue;
             };
             let name = known.name.clone();
