@@ -332,35 +332,37 @@ pub use usdt_runtime::ProbeArg;
 /// is no probe argument is a compile error naming [`trait@ProbeArg`].
 pub use usdt_macros::ProbeArg;
 
-/// The site layout this build emits: `nop; nop5`, `nop; nop10` with the
-/// `nop10` feature, or `nop; nop5; nop10` with the `nop5-nop10` feature (on
-/// x86-64; other architectures emit a single `nop`).
+/// The site layout this build emits, chosen by the same `#[cfg]`s as the
+/// sites themselves:
 ///
-/// Each call site of a probe emits its layout's bytes (`90 0f 1f 44 00 00`
-/// by default, written byte by byte) and one `NT_STAPSDT` note whose
-/// Location points at the `90`. Every tracer may attach there: every kernel
-/// emulates a uprobe on a one-byte `nop`. Linux 6.18 to 7.2 optimize a uprobe
-/// on the `nop5` (Location + 1), the 7.3 series one on a `nop10`, into a
-/// `call` that enters the kernel by `syscall` instead of a trap
+/// | target | `SITE_LAYOUT` | bytes at Location |
+/// |---|---|---|
+/// | x86-64 (Linux and other ELF systems) | [`SiteLayout::NopNop5`]; [`SiteLayout::NopNop10`] with the `nop10` feature; [`SiteLayout::NopNop5Nop10`] with `nop5-nop10` | `90 0f 1f 44 00 00`; `90 66 2e 0f 1f 84 00 00 00 00 00`; both long nops after the `90` |
+/// | aarch64 (ELF) | [`SiteLayout::Nop`] | `1f 20 03 d5` |
+/// | riscv64 (ELF) | [`SiteLayout::Nop`] | `13 00 00 00` |
+/// | anything else: Windows, macOS, wasm, 32-bit targets | [`SiteLayout::NoSite`] | no site and no note |
+///
+/// Each call site of a probe emits its layout's bytes (written byte by byte
+/// on x86-64) and one `NT_STAPSDT` note whose Location points at the first
+/// `nop`. Every tracer may attach there: every kernel emulates a uprobe on a
+/// `nop`. On x86-64, Linux 6.18 to 7.2 optimize a uprobe on the `nop5`
+/// (Location + 1), the 7.3 series one on a `nop10`, into a `call` that
+/// enters the kernel by `syscall` instead of a trap
 /// ([`KernelFeatures::optimized_offset`]). The site never lets the compiler
 /// keep data in the red zone below the stack pointer, where that `call`
 /// writes.
 ///
+/// Where there is no site, a probe evaluates its eager arguments and
+/// nothing else, a lazy probe's closure never runs, and every
+/// `NAME_enabled()` is `false`.
+///
 /// ```
 /// println!("this build's probe sites are {}", usdt::SITE_LAYOUT);
-/// if cfg!(target_arch = "x86_64") {
+/// if cfg!(all(target_arch = "x86_64", target_os = "linux")) {
 ///     assert!(usdt::SITE_LAYOUT.has_long_nop());
 /// }
 /// ```
-pub const SITE_LAYOUT: SiteLayout = if cfg!(not(target_arch = "x86_64")) {
-    SiteLayout::Nop
-} else if cfg!(feature = "nop5-nop10") {
-    SiteLayout::NopNop5Nop10
-} else if cfg!(feature = "nop10") {
-    SiteLayout::NopNop10
-} else {
-    SiteLayout::NopNop5
-};
+pub const SITE_LAYOUT: SiteLayout = usdt_macros::site_layout!(::usdt_runtime::SiteLayout);
 
 // The README's and the API guide's examples are doc tests too.
 #[cfg(doctest)]

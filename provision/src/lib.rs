@@ -98,7 +98,7 @@ pub const MAKE: Package = Package {
     name: "make",
     provides: &["/usr/bin/make"],
 };
-/// qemu-aarch64, which runs the cross-built examples.
+/// qemu-aarch64 and qemu-riscv64, which run the cross-built examples.
 pub const QEMU: Package = Package {
     name: "qemu-user",
     provides: &["/usr/bin/qemu-aarch64"],
@@ -113,8 +113,8 @@ pub const AARCH64_LIBC: Package = Package {
     name: "libc6-dev-arm64-cross",
     provides: &["/usr/aarch64-linux-gnu/lib/crt1.o"],
 };
-/// The riscv64 cross C compiler, for the C probe programs built for
-/// riscv64.
+/// The riscv64 cross C compiler, rustc's linker for that target, and the
+/// compiler of the C `sys/sdt.h` probes compared with ours.
 pub const RISCV64_GCC: Package = Package {
     name: "gcc-riscv64-linux-gnu",
     provides: &["/usr/bin/riscv64-linux-gnu-gcc"],
@@ -123,6 +123,17 @@ pub const RISCV64_GCC: Package = Package {
 pub const RISCV64_LIBC: Package = Package {
     name: "libc6-dev-riscv64-cross",
     provides: &["/usr/riscv64-linux-gnu/lib/crt1.o"],
+};
+/// gdb for every architecture: stops the cross-built examples at their
+/// probes under qemu-user's gdb stub.
+pub const GDB_MULTIARCH: Package = Package {
+    name: "gdb-multiarch",
+    provides: &["/usr/bin/gdb-multiarch"],
+};
+/// Node.js, whose WASI runs the wasm32-wasip1 build of a program with probes.
+pub const NODEJS: Package = Package {
+    name: "nodejs",
+    provides: &["/usr/bin/node"],
 };
 /// setpriv, which runs a command without root's privileges.
 pub const SETPRIV: Package = Package {
@@ -176,7 +187,7 @@ pub const GXX: Package = Package {
 };
 
 /// Every package a need may name, for `.ci/run` and for the unit test.
-pub const PACKAGES: [Package; 27] = [
+pub const PACKAGES: [Package; 29] = [
     BPFTRACE,
     SDT,
     GDB,
@@ -195,6 +206,8 @@ pub const PACKAGES: [Package; 27] = [
     AARCH64_LIBC,
     RISCV64_GCC,
     RISCV64_LIBC,
+    GDB_MULTIARCH,
+    NODEJS,
     SETPRIV,
     QEMU_SYSTEM,
     BUSYBOX,

@@ -15,7 +15,8 @@ use crate::args::Place;
 use crate::error::{ArgUse, CliError};
 use crate::output::catch_signals;
 use crate::target::{
-    exit_code, open_session, print_notice, raise_fd_limit, say_attached, select, session_name,
+    exit_code, open_session, print_notice, raise_fd_limit, say_attached, select_target,
+    session_name,
 };
 use crate::typed::signatures;
 
@@ -58,7 +59,7 @@ pub(crate) fn run(
         Place::All(_) => format!("every process of {}", session_name(&session)),
         _ => session_name(&session),
     };
-    let n = select(&session, &globs, &name)?;
+    let n = select_target(&session, &globs, &name)?;
     let mut run = Run::new(session).duration(duration);
     let ended = run.run(&mut Aggregated {
         agg,
@@ -66,7 +67,7 @@ pub(crate) fn run(
         name,
         started,
     });
-    exit_code(&mut run, ended)
+    exit_code(&mut run, ended, &globs)
 }
 
 /// [`Aggregates`] as the run attaches them, with the line that says they
@@ -99,11 +100,11 @@ impl Attacher for Aggregated<'_> {
         Ok(())
     }
 
-    fn attach_object(&mut self, object: &NewObject, session: &mut Session) -> Result<(), CliError> {
+    fn attach_object(&mut self, object: &NewObject, _: &mut Session) -> Result<(), CliError> {
         let sigs = signatures([object.open_path.as_path()]);
         let sites: Vec<&Site> = object.sites.iter().collect();
         self.agg
-            .attach(&object.open_path, &sites, &sigs, session.target())
+            .attach(&object.open_path, &sites, &sigs, object.target)
     }
 
     fn attached(
@@ -119,8 +120,12 @@ impl Attacher for Aggregated<'_> {
         print_notice(notice);
     }
 
+    /// Not for a launcher with no site yet: the line that says the
+    /// program it executes is attached comes first.
     fn ready(&mut self, _: &Session) {
-        (self.started)(self.n, &self.name);
+        if self.n > 0 {
+            (self.started)(self.n, &self.name);
+        }
     }
 
     fn tick(&mut self) -> Result<bool, CliError> {

@@ -63,8 +63,9 @@ Examples:
     /// Count the hits of probes
     ///
     /// In a running process (-p), a command started with the uprobes in
-    /// place (-- COMMAND; its own process only, not the processes it forks),
-    /// or every process that runs a binary (--all, forked ones too). The
+    /// place (-- COMMAND; its own process only, not the processes it forks,
+    /// unless it has no probes of its own: a script, env, nice, sh -c), or
+    /// every process that runs a binary (--all, forked ones too). The
     /// counts (`provider:name N`) are printed at the end (Ctrl-C, the end of
     /// the process or of --duration) and every --interval.
     #[command(after_help = "\
@@ -83,7 +84,8 @@ the kernel has it. $USDT_COUNT_ENGINE sets the default.")]
     /// arguments by name and type (id=1 path="/a"); --raw, and probes without
     /// a signature, show arg0=N... A running process (-p), a command
     /// started with the uprobes in place (-- COMMAND; its own process only,
-    /// not the processes it forks), or every process that runs a binary
+    /// not the processes it forks, unless it has no probes of its own: a
+    /// script, env, nice, sh -c), or every process that runs a binary
     /// (--all).
     #[command(after_help = "\
 Examples:
@@ -236,7 +238,9 @@ pub(crate) struct TargetArgs {
     /// The command to start with the uprobes in place (its program and the
     /// shared libraries it loads, in its own process only: not in the
     /// processes it forks, which --all BINARY covers); usdt exits with its
-    /// status.
+    /// status. A command without probes of its own (a script, a shim, env,
+    /// nice, sh -c) is started all the same: the probes of the programs it
+    /// and the processes it forks execute are attached at each exec.
     #[arg(last = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use usdt_trace::{
     escape_name, AttachPoint, Attacher, Counter, Error, NewObject, Notice, Picked, Run, Session,
-    TICK,
+    Target, TICK,
 };
 
 use crate::args::CountArgs;
@@ -15,8 +15,8 @@ use crate::count_engine::{Engine, ENGINE_ENV};
 use crate::error::CliError;
 use crate::output::{self, catch_signals};
 use crate::target::{
-    exit_code, open_session, print_notice, raise_fd_limit, running_where, say_attached, select,
-    session_name, warn_next,
+    exit_code, open_session, print_notice, raise_fd_limit, running_where, say_attached,
+    select_target, session_name, warn_next,
 };
 
 pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
@@ -25,7 +25,7 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
     let point: AttachPoint = args.sites.attach.into();
     // clap lets exactly one of -p, --all and COMMAND through.
     let session = open_session(&args.target.place(), &args.globs, args.sites.force_sites)?;
-    let matched = select(&session, &args.globs, &session_name(&session))?;
+    let matched = select_target(&session, &args.globs, &session_name(&session))?;
     warn_next(point, session.objects(), &args.globs);
     let engine = Engine::chosen(args.engine, ENGINE_ENV)?;
     let picked = engine.for_counting(session.target());
@@ -44,7 +44,7 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
         .and_then(|ended| counting.finish().map(|()| ended));
     // Detach before waiting for a command.
     counting.parts.clear();
-    exit_code(&mut run, ended)
+    exit_code(&mut run, ended, &args.globs)
 }
 
 /// The counters of one `count` run: those attached at the start, and one
@@ -65,20 +65,19 @@ struct Counting {
 }
 
 impl Counting {
-    /// Counts the sites the globs match in `files`.
+    /// Counts the sites the globs match in `files`, for `target`.
     fn attach_files(
         &mut self,
         files: &[(std::path::PathBuf, Vec<&usdt_trace::Site>)],
+        target: Target,
         session: &Session,
     ) -> Result<(), Error> {
+        if files.iter().all(|(_, sites)| sites.is_empty()) {
+            // A launcher's: its probes come with the programs it executes.
+            return Ok(());
+        }
         let cancelled = || session.cancelled();
-        let counter = Counter::attach(
-            &self.picked,
-            files,
-            self.point,
-            session.target(),
-            &cancelled,
-        )?;
+        let counter = Counter::attach(&self.picked, files, self.point, target, &cancelled)?;
         self.parts.extend(counter);
         Ok(())
     }
@@ -114,12 +113,12 @@ impl Attacher for Counting {
     }
 
     fn attach(&mut self, session: &mut Session) -> Result<(), CliError> {
-        Ok(self.attach_files(&session.matched(), session)?)
+        Ok(self.attach_files(&session.matched(), session.target(), session)?)
     }
 
     fn attach_object(&mut self, object: &NewObject, session: &mut Session) -> Result<(), CliError> {
         let files = [(object.open_path.clone(), object.sites.iter().collect())];
-        Ok(self.attach_files(&files, session)?)
+        Ok(self.attach_files(&files, object.target, session)?)
     }
 
     fn attached(

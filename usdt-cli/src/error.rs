@@ -27,6 +27,14 @@ pub(crate) enum CliError {
     AllRefused { what: String, refused: usize },
     /// A file that is not ELF (`name` escaped).
     NotElf { name: String },
+    /// A command without probes of its own (a script when `script`) that
+    /// executed no program with a probe the globs match (`what` escaped;
+    /// `globs` empty for every probe).
+    NoneExecuted {
+        what: String,
+        globs: String,
+        script: bool,
+    },
     /// A file whose probes could not be read (`name` escaped).
     Read {
         name: String,
@@ -108,6 +116,20 @@ impl fmt::Display for CliError {
                 "every site of {what} that matches was refused ({refused} sites); --force-sites attaches them"
             ),
             CliError::NotElf { name } => write!(f, "{name} is not an ELF file"),
+            CliError::NoneExecuted {
+                what,
+                globs,
+                script,
+            } => {
+                match script {
+                    true => write!(f, "{what} is not an ELF file, and no program it executed")?,
+                    false => write!(f, "{what} has no probes, and no program it executed")?,
+                }
+                match globs.is_empty() {
+                    true => f.write_str(" has probes"),
+                    false => write!(f, " has a probe that matches {globs}"),
+                }
+            }
             CliError::Read { name, source } => write!(f, "{name}: {source}"),
             CliError::StrMatchesNothing { glob, n } => {
                 write!(f, "--str {glob}:{n} matches no traced probe")

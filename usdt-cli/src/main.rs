@@ -1,6 +1,9 @@
 //! `usdt`: list the USDT probes of a binary or process, count their hits,
 //! trace them with their arguments, write a bpftrace program that prints
 //! them, and say what the kernel can do for them.
+//!
+//! Linux only, as its library `usdt-trace` is: on another target the build
+//! stops at one error that says so.
 
 // Nothing panics on input or on the system: a failure is an error value.
 // Here, at the library crates' roots, not as a workspace lint: tests,

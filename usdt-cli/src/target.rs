@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use usdt_trace::{
     escape, escape_name, fork_safe, fork_test, globs_match, process_threads, read_file_fork_guard,
     read_file_probes, AttachPoint, Cause, ElfProbes, Ended, Error, ExitStatus, KernelFeatures,
-    NewObject, Notice, Objects, Run, Session, Site, Target,
+    Launcher, NewObject, Notice, Objects, Run, Session, Site, Target,
 };
 
 use crate::args::Place;
@@ -67,11 +67,19 @@ pub(crate) fn raise_fd_limit() {
 /// signal that stopped us (passed on to a command still running); the
 /// pipe status when stdout was closed (a command then runs to its end,
 /// untraced); for a command the caller had enough of, its status once it
-/// ran to its end, untraced.
-pub(crate) fn exit_code(run: &mut Run, ended: Result<Ended, CliError>) -> Result<i32, CliError> {
+/// ran to its end, untraced. A launcher that ran to its end without
+/// executing a program with a probe the `globs` match: an error.
+pub(crate) fn exit_code(
+    run: &mut Run,
+    ended: Result<Ended, CliError>,
+    globs: &[String],
+) -> Result<i32, CliError> {
     let command = run.session().exec_path().is_some();
     match ended {
-        Ok(Ended::Exited(status)) => Ok(status.shell_code()),
+        Ok(Ended::Exited(status)) => {
+            found_in_launched(run.session(), globs)?;
+            Ok(status.shell_code())
+        }
         Ok(Ended::Enough) if interrupted().is_none() => {
             Ok(run.wait()?.map_or(0, ExitStatus::shell_code))
         }
@@ -162,6 +170,42 @@ pub(crate) fn select(session: &Session, globs: &[String], what: &str) -> Result<
             })
         }
         other => other,
+    }
+}
+
+/// [`select`] for the target of a run: a command without probes of its
+/// own (a [`Launcher`]) is not refused, since its probes are those of the
+/// programs it executes, found at each exec (0 sites now);
+/// [`exit_code`] says at its end if it executed none with a match.
+pub(crate) fn select_target(
+    session: &Session,
+    globs: &[String],
+    what: &str,
+) -> Result<usize, CliError> {
+    match select(session, globs, what) {
+        Err(_) if session.launcher().is_some() => Ok(0),
+        other => other,
+    }
+}
+
+/// For a launcher that ran to its end: an error when no program it
+/// executed had a probe the globs match (as [`select`] says it of a
+/// program that executed nothing else).
+fn found_in_launched(session: &Session, globs: &[String]) -> Result<(), CliError> {
+    let Some(launcher) = session.launcher() else {
+        return Ok(());
+    };
+    let what = session_name(session);
+    match select(session, globs, &what) {
+        Ok(_) => Ok(()),
+        // A program that executed nothing else: what `select` says.
+        Err(e) if launcher == Launcher::Program && !session.ran_another_program() => Err(e),
+        Err(e @ CliError::AllRefused { .. }) => Err(e),
+        Err(_) => Err(CliError::NoneExecuted {
+            what,
+            globs: globs.join(" "),
+            script: launcher == Launcher::Script,
+        }),
     }
 }
 

@@ -15,8 +15,8 @@ use crate::error::CliError;
 use crate::output::{self, catch_signals, interrupted, Stdout, BROKEN_PIPE};
 use crate::stacks::{self, Folded};
 use crate::target::{
-    exit_code, open_session, print_notice, raise_fd_limit, running_where, say_attached, select,
-    session_name, warn_next,
+    exit_code, open_session, print_notice, raise_fd_limit, running_where, say_attached,
+    select_target, session_name, warn_next,
 };
 use crate::typed;
 
@@ -61,8 +61,10 @@ fn run(args: TraceArgs, fold: Option<Fold>) -> Result<i32, CliError> {
     // clap lets exactly one of -p, --all and COMMAND through.
     let session = open_session(&args.target.place(), &args.globs, args.sites.force_sites)?;
     let what = session_name(&session);
-    let matched = select(&session, &args.globs, &what)?;
-    check_strings(session.objects(), &args)?;
+    let matched = select_target(&session, &args.globs, &what)?;
+    if session.launcher().is_none() {
+        check_strings(session.objects(), &args)?;
+    }
     warn_next(args.sites.attach.into(), session.objects(), &args.globs);
     let picked = engine_for(&args, fold.is_some(), session.machines())?;
     // Perf events: one per site, thread (or CPU) and fetch event; Auto's
@@ -83,7 +85,7 @@ fn run(args: TraceArgs, fold: Option<Fold>) -> Result<i32, CliError> {
     // After --limit or a closed stdout: detach, and let a command finish
     // untraced.
     drop(tracing);
-    let code = exit_code(&mut run, ended)?;
+    let code = exit_code(&mut run, ended, &args.globs)?;
     Ok(if broken && interrupted().is_none() {
         BROKEN_PIPE
     } else {

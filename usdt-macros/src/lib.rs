@@ -59,3 +59,12 @@ pub fn derive_probe_arg(input: TokenStream) -> TokenStream {
 pub fn adhoc_probe(input: TokenStream) -> TokenStream {
     adhoc::probe(input.into()).into()
 }
+
+/// `site_layout!(PATH)`: the `SiteLayout` (named by `PATH`) of the sites this
+/// build emits, chosen by the same `#[cfg]`s as the sites: the facade's
+/// `SITE_LAYOUT`.
+#[doc(hidden)]
+#[proc_macro]
+pub fn site_layout(input: TokenStream) -> TokenStream {
+    site::site_layout(&input.into()).into()
+}

@@ -7,6 +7,11 @@
 //!                                     (feature `nop5-nop10`: the nop5, then the nop10
 //!                                      at Location + 6)
 //!
+//! aarch64:  1f 20 03 d5        nop     <- Location, the site
+//! riscv64:  13 00 00 00        nop     <- Location, the site (4 bytes, never `c.nop`)
+//! elsewhere (Windows, macOS, wasm, 32-bit targets): no site, no note; a probe
+//! evaluates its eager arguments and nothing of a lazy one
+//!
 //! .note.stapsdt (one note per emitted site, exactly as sys/sdt.h writes it;
 //! SHF_LINK_ORDER to the site's text section, so the linker's --gc-sections
 //! drops the note with the code):
@@ -17,7 +22,7 @@
 //!       "provider\0" "name\0" "SIZE@REG SIZE@REG ...\0", padding to 4
 //! ```
 //!
-//! On x86-64 a site with a nop5 (`nop; nop5`, `nop; nop5; nop10`) also
+//! On x86-64 Linux a site with a nop5 (`nop; nop5`, `nop; nop5; nop10`) also
 //! references the fork guard (see `fork_guard_reloc`), so that every program
 //! with such a site links it.
 //!
@@ -26,8 +31,12 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
+use usdt_runtime::SiteLayout;
 
-/// The targets with a site: 64-bit ELF targets whose assembler takes GNU syntax.
+/// The operating systems whose targets have a site on x86-64, aarch64 and
+/// riscv64: ELF targets whose assembler takes GNU syntax. Elsewhere (Windows,
+/// macOS, wasm, 32-bit targets, bare metal) probes compile to nothing but
+/// their arguments.
 fn os_cfg() -> TokenStream {
     quote!(any(
         target_os = "linux",
@@ -41,6 +50,19 @@ fn os_cfg() -> TokenStream {
     ))
 }
 
+/// x86-64 Linux: the sites with a nop5 reference the fork guard, which
+/// usdt-runtime builds for exactly these targets (`forkguard`).
+fn x86_64_linux_cfg() -> TokenStream {
+    quote!(all(target_arch = "x86_64", target_os = "linux"))
+}
+
+/// x86-64 ELF targets other than Linux: the same site, without the fork
+/// guard (the kernel behaviour it answers is Linux's).
+fn x86_64_other_cfg() -> TokenStream {
+    let os = os_cfg();
+    quote!(all(target_arch = "x86_64", #os, not(target_os = "linux")))
+}
+
 pub fn x86_64_cfg() -> TokenStream {
     let os = os_cfg();
     quote!(all(target_arch = "x86_64", #os))
@@ -51,10 +73,36 @@ pub fn aarch64_cfg() -> TokenStream {
     quote!(all(target_arch = "aarch64", #os))
 }
 
+pub fn riscv64_cfg() -> TokenStream {
+    let os = os_cfg();
+    quote!(all(target_arch = "riscv64", #os))
+}
+
 /// The targets without a site: probes compile to nothing but their arguments.
 pub fn unsupported_cfg() -> TokenStream {
-    let (x, a) = (x86_64_cfg(), aarch64_cfg());
-    quote!(not(any(#x, #a)))
+    let (x, a, r) = (x86_64_cfg(), aarch64_cfg(), riscv64_cfg());
+    quote!(not(any(#x, #a, #r)))
+}
+
+/// `SiteLayout::...` of this build's sites, chosen by the same `#[cfg]`s as
+/// the sites themselves: `layout` is the path of the `SiteLayout` type.
+pub fn site_layout(layout: &TokenStream) -> TokenStream {
+    let (x86_cfg, arm_cfg, riscv_cfg, none_cfg) = (
+        x86_64_cfg(),
+        aarch64_cfg(),
+        riscv64_cfg(),
+        unsupported_cfg(),
+    );
+    let x86 = format_ident!("{}", format!("{:?}", x86_64_layout()));
+    quote! {{
+        #[cfg(#x86_cfg)]
+        const LAYOUT: #layout = #layout::#x86;
+        #[cfg(any(#arm_cfg, #riscv_cfg))]
+        const LAYOUT: #layout = #layout::Nop;
+        #[cfg(#none_cfg)]
+        const LAYOUT: #layout = #layout::NoSite;
+        LAYOUT
+    }}
 }
 
 /// What one site is: the strings of its note.
@@ -87,18 +135,33 @@ pub fn site_fn(site: &Site) -> TokenStream {
     let vals: Vec<_> = (0..site.nargs).map(|i| format_ident!("a{i}")).collect();
     let sizes: Vec<_> = (0..site.nargs).map(|i| format_ident!("s{i}")).collect();
     let widths: Vec<_> = (0..site.nargs).map(|i| format_ident!("w{i}")).collect();
-    let x86 = lines(&x86_64_template(site));
-    let arm = lines(&aarch64_template(site));
-    let (x86_cfg, arm_cfg, none_cfg) = (x86_64_cfg(), aarch64_cfg(), unsupported_cfg());
     let kinds = site
         .signature
         .map(|sig| crate::signature::kind_operands(sig, &tys, krate))
         .unwrap_or_default();
+    // The operands every architecture's template names: each argument's
+    // register and its size in the note (negative when signed).
+    let operands = quote! {
+        #(#vals = in(reg) #arg::value(&#vals),
+          #sizes = const <#tys as #arg>::SIZE,)*
+        #(#kinds,)*
+    };
+    // x86-64 also picks the register's name by the value's width.
+    let x86_operands = quote! {
+        #operands
+        #(#widths = const <#tys as #arg>::WIDTH,)*
+    };
+    let x86_linux = lines(&x86_64_template(site, true));
+    let x86_other = lines(&x86_64_template(site, false));
+    let arm = lines(&aarch64_template(site));
+    let riscv = lines(&riscv64_template(site));
+    let (x86_linux_cfg, x86_other_cfg) = (x86_64_linux_cfg(), x86_64_other_cfg());
+    let (arm_cfg, riscv_cfg, none_cfg) = (aarch64_cfg(), riscv64_cfg(), unsupported_cfg());
     quote! {
         #[inline(always)]
         #[allow(clippy::too_many_arguments, clippy::needless_pass_by_value)]
         fn __usdt_site<#(#tys: #arg),*>(#(#vals: #tys),*) {
-            // SAFETY: the template is two nops, which change no register, flag or
+            // SAFETY: the template is nops, which change no register, flag or
             // memory, and a note in a non-allocated section. Options: no `nostack`
             // (the kernel's optimized path turns the long nop into a `call`,
             // which writes below the stack pointer, so the compiler must keep
@@ -107,27 +170,25 @@ pub fn site_fn(site: &Site) -> TokenStream {
             // memory, so stores before the site must happen); no
             // `preserves_flags` (what runs at the site while traced is the
             // kernel's business, and promising nothing costs nothing).
-            #[cfg(#x86_cfg)]
+            #[cfg(#x86_linux_cfg)]
             unsafe {
-                ::core::arch::asm!(
-                    #(#x86,)*
-                    #(#vals = in(reg) #arg::value(&#vals),
-                      #sizes = const <#tys as #arg>::SIZE,
-                      #widths = const <#tys as #arg>::WIDTH,)*
-                    #(#kinds,)*
-                    options(att_syntax)
-                );
+                ::core::arch::asm!(#(#x86_linux,)* #x86_operands options(att_syntax));
+            }
+            // SAFETY: as above, without the fork guard's relocation.
+            #[cfg(#x86_other_cfg)]
+            unsafe {
+                ::core::arch::asm!(#(#x86_other,)* #x86_operands options(att_syntax));
             }
             // SAFETY: as above: one `nop` and a note; same choice of options.
             #[cfg(#arm_cfg)]
             unsafe {
-                ::core::arch::asm!(
-                    #(#arm,)*
-                    #(#vals = in(reg) #arg::value(&#vals),
-                      #sizes = const <#tys as #arg>::SIZE,)*
-                    #(#kinds,)*
-                    options()
-                );
+                ::core::arch::asm!(#(#arm,)* #operands options());
+            }
+            // SAFETY: as above: one 4-byte `nop` and a note; same choice of
+            // options.
+            #[cfg(#riscv_cfg)]
+            unsafe {
+                ::core::arch::asm!(#(#riscv,)* #operands options());
             }
             #[cfg(#none_cfg)]
             {
@@ -150,23 +211,34 @@ fn byte_directive(bytes: &[u8]) -> String {
     format!(".byte {}", bytes.join(", "))
 }
 
-fn x86_64_template(site: &Site) -> Vec<String> {
+/// The x86-64 layout the cargo features choose: `nop; nop5` by default.
+fn x86_64_layout() -> SiteLayout {
+    if cfg!(feature = "nop5-nop10") {
+        SiteLayout::NopNop5Nop10
+    } else if cfg!(feature = "nop10") {
+        SiteLayout::NopNop10
+    } else {
+        SiteLayout::NopNop5
+    }
+}
+
+/// The x86-64 site; `fork_guard`: with the fork guard's relocation (Linux),
+/// where the site has a nop5.
+fn x86_64_template(site: &Site, fork_guard: bool) -> Vec<String> {
     use usdt_runtime::site::{NOP, NOP10, NOP5, X86_64_LOW8_WRITTEN_WHOLE};
     // `nop5-nop10` carries both long nops (the nop5 at Location + 1, the
     // nop10 at Location + 6), so that each kernel generation finds its own.
-    let long_nops: &[&[u8]] = if cfg!(feature = "nop5-nop10") {
-        &[&NOP5, &NOP10]
-    } else if cfg!(feature = "nop10") {
-        &[&NOP10]
-    } else {
-        &[&NOP5]
+    let long_nops: &[&[u8]] = match x86_64_layout() {
+        SiteLayout::NopNop5Nop10 => &[&NOP5, &NOP10],
+        SiteLayout::NopNop10 => &[&NOP10],
+        _ => &[&NOP5],
     };
     // The bytes are spelled out: an assembler is free to shorten a mnemonic
     // `nopl 0x0(%rax,%rax,1)`, and the kernel optimizes only these encodings.
     let mut l = vec![format!("990: {}", byte_directive(&NOP))];
     l.extend(long_nops.iter().map(|b| byte_directive(b)));
     base_reloc(&mut l);
-    if long_nops.contains(&&NOP5[..]) {
+    if fork_guard && long_nops.contains(&&NOP5[..]) {
         fork_guard_reloc(&mut l);
     }
     // `.irp r, %r8b, %r9b, ...`: the low bytes a note names by the whole
@@ -216,6 +288,27 @@ fn aarch64_template(site: &Site) -> Vec<String> {
     // before the `@` telling how many low bytes hold the value.
     note(&mut l, site, "%", |i| {
         vec![format!(".ascii \"{{s{i}}}@{{a{i}:x}}\"")]
+    });
+    signature(&mut l, site, "%");
+    l
+}
+
+fn riscv64_template(site: &Site) -> Vec<String> {
+    let mut l = vec![
+        // The 4-byte `nop` (`addi x0, x0, 0`: `13 00 00 00`), never the
+        // 2-byte `c.nop` an assembler picks where the C extension is on (as
+        // for sys/sdt.h's probes on riscv64gc).
+        ".option push".to_owned(),
+        ".option norvc".to_owned(),
+        "990: nop".to_owned(),
+        ".option pop".to_owned(),
+    ];
+    base_reloc(&mut l);
+    // sys/sdt.h names riscv64 registers by their ABI names (`a0`, `t1`,
+    // `s2`), which have no narrower forms: the size before the `@` tells how
+    // many low bytes hold the value.
+    note(&mut l, site, "%", |i| {
+        vec![format!(".ascii \"{{s{i}}}@{{a{i}}}\"")]
     });
     signature(&mut l, site, "%");
     l
@@ -314,7 +407,7 @@ fn note(l: &mut Vec<String>, site: &Site, ty: &str, arg: impl Fn(usize) -> Vec<S
     ]);
 }
 
-/// A relocation of no effect (R_X86_64_NONE, R_AARCH64_NONE) from the
+/// A relocation of no effect (R_X86_64_NONE, R_AARCH64_NONE, R_RISCV_NONE) from the
 /// site's nop to `_.stapsdt.base`: the code that holds a site keeps
 /// `.stapsdt.base` alive under `--gc-sections` even where a linker ignores
 /// the retain flag. It changes no byte.
@@ -336,7 +429,7 @@ fn fork_guard_reloc(l: &mut Vec<String>) {
 /// The semaphore itself: a 2-byte, 2-byte-aligned counter in `.probes`, which
 /// the kernel increments while a uprobe with `ref_ctr_offset` is attached.
 pub fn semaphore_def(symbol: &str) -> TokenStream {
-    let (x86_cfg, arm_cfg) = (x86_64_cfg(), aarch64_cfg());
+    let (x86_cfg, arm_cfg, riscv_cfg) = (x86_64_cfg(), aarch64_cfg(), riscv64_cfg());
     let body = |ty: &str, page_shift: u32| {
         lines(&[
             // The `.probes` output section starts on a page of its own: one
@@ -372,24 +465,49 @@ pub fn semaphore_def(symbol: &str) -> TokenStream {
             ".endif".to_owned(),
         ])
     };
-    let (x86, arm) = (body("@", 12), body("%", 16));
+    // Page sizes: x86-64 and riscv64 4 KiB; aarch64 kernels may use 4, 16
+    // or 64 KiB pages.
+    let (x86, arm, riscv) = (body("@", 12), body("%", 16), body("%", 12));
     quote! {
         #[cfg(#x86_cfg)]
         ::core::arch::global_asm!(#(#x86),*, options(att_syntax));
         #[cfg(#arm_cfg)]
         ::core::arch::global_asm!(#(#arm),*);
+        #[cfg(#riscv_cfg)]
+        ::core::arch::global_asm!(#(#riscv),*);
     }
 }
 
 /// A function `fn #name() -> bool`: is the semaphore non-zero, that is, is a
 /// tracer attached.
 pub fn semaphore_fn(symbol: &str, name: &syn::Ident, vis: TokenStream) -> TokenStream {
-    let (x86_cfg, arm_cfg, none_cfg) = (x86_64_cfg(), aarch64_cfg(), unsupported_cfg());
+    let (x86_cfg, arm_cfg) = (x86_64_cfg(), aarch64_cfg());
+    let (riscv_cfg, none_cfg) = (riscv64_cfg(), unsupported_cfg());
     let x86 = format!("movzwl {symbol}(%rip), {{0:e}}");
     let arm = [
         format!("adrp {{0}}, {symbol}"),
         format!("ldrh {{0:w}}, [{{0}}, :lo12:{symbol}]"),
     ];
+    let riscv = [
+        format!("995: auipc {{0}}, %pcrel_hi({symbol})"),
+        "lhu {0}, %pcrel_lo(995b)({0})".to_owned(),
+    ];
+    // aarch64 and riscv64: the same load in their own instructions.
+    let load = |cfg: TokenStream, asm: &[String]| {
+        quote! {
+            #[cfg(#cfg)]
+            {
+                let count: u64;
+                // SAFETY: as on x86-64: a fresh 2-byte load of the semaphore.
+                unsafe {
+                    ::core::arch::asm!(#(#asm),*, out(reg) count,
+                        options(nostack, readonly, preserves_flags));
+                }
+                count != 0
+            }
+        }
+    };
+    let (arm, riscv) = (load(arm_cfg, &arm), load(riscv_cfg, &riscv));
     quote! {
         #[inline(always)]
         #[allow(non_snake_case)] // `order__placed_enabled`: `__` is a dash in the note
@@ -408,16 +526,8 @@ pub fn semaphore_fn(symbol: &str, name: &syn::Ident, vis: TokenStream) -> TokenS
                 }
                 count != 0
             }
-            #[cfg(#arm_cfg)]
-            {
-                let count: u64;
-                // SAFETY: as on x86-64: a fresh 2-byte load of the semaphore.
-                unsafe {
-                    ::core::arch::asm!(#(#arm),*, out(reg) count,
-                        options(nostack, readonly, preserves_flags));
-                }
-                count != 0
-            }
+            #arm
+            #riscv
             #[cfg(#none_cfg)]
             {
                 false
@@ -442,7 +552,7 @@ mod tests {
             nargs: 1,
             signature: None,
         };
-        let irp: Vec<String> = x86_64_template(&site)
+        let irp: Vec<String> = x86_64_template(&site, true)
             .into_iter()
             .filter(|l| l.starts_with(".irp"))
             .collect();

@@ -21,8 +21,10 @@ pub enum SiteLayout {
     /// optimizes, the nop5 at Location + 1 (Linux 6.18 to 7.2) or the nop10
     /// at Location + 6 (the 7.3 series).
     NopNop5Nop10,
-    /// A single `nop` (x86 `90`, aarch64 `d503201f`, riscv64 `00000013` or
-    /// the compressed `0001`), as sys/sdt.h emits: the only site of aarch64
+    /// A single `nop`, as sys/sdt.h emits: x86 `90`; aarch64 `d503201f`
+    /// (`1f 20 03 d5`); riscv64 `addi x0, x0, 0` (`13 00 00 00`, the form
+    /// this project's sites take) or the compressed `c.nop` (`01 00`, what
+    /// sys/sdt.h's `nop` assembles to on `rv64gc`). The only site of aarch64
     /// and riscv64, which have no optimized uprobe.
     Nop,
     /// A `nop5` alone (`0f 1f 44 00 00`), as the kernel's BPF selftests
@@ -30,6 +32,10 @@ pub enum SiteLayout {
     Nop5,
     /// Anything else.
     Other,
+    /// No site at all: the layout of a build for a target where probes
+    /// compile to nothing but their arguments (Windows, macOS, wasm, 32-bit
+    /// targets). Never found at a note's Location.
+    NoSite,
 }
 
 impl SiteLayout {
@@ -55,8 +61,8 @@ impl SiteLayout {
         }
     }
 
-    /// A short name: `nop;nop5`, `nop;nop10`, `nop;nop5;nop10`, `nop`, `nop5`
-    /// or `other`.
+    /// A short name: `nop;nop5`, `nop;nop10`, `nop;nop5;nop10`, `nop`, `nop5`,
+    /// `other` or `none`.
     pub const fn name(self) -> &'static str {
         match self {
             SiteLayout::NopNop5 => "nop;nop5",
@@ -65,6 +71,7 @@ impl SiteLayout {
             SiteLayout::Nop => "nop",
             SiteLayout::Nop5 => "nop5",
             SiteLayout::Other => "other",
+            SiteLayout::NoSite => "none",
         }
     }
 }

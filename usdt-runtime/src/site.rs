@@ -28,7 +28,9 @@ pub const NOP10: [u8; 10] = [0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x0
 /// aarch64 `nop` (`d503201f`, little-endian), as sys/sdt.h emits it.
 pub const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
 
-/// riscv64 `nop` (`addi x0, x0, 0`: `00000013`, little-endian).
+/// riscv64 `nop` (`addi x0, x0, 0`: `00000013`, little-endian): this
+/// project's sites take this 4-byte form even where the compressed extension
+/// would allow `c.nop`.
 pub const RISCV64_NOP: [u8; 4] = [0x13, 0x00, 0x00, 0x00];
 
 /// riscv64 `c.nop` (`0001`, little-endian): what the assembler makes of
@@ -70,7 +72,7 @@ pub const FALLBACK_PAGE_SIZE: u64 = 4096;
 
 impl SiteLayout {
     /// The x86-64 bytes at Location of a site of this layout (`None` for
-    /// [`SiteLayout::Other`]).
+    /// [`SiteLayout::Other`] and [`SiteLayout::NoSite`]).
     pub const fn x86_64_bytes(self) -> Option<&'static [u8]> {
         const NOP_NOP5: [u8; 6] = concat_nop(NOP5);
         const NOP_NOP10: [u8; 11] = concat_nop(NOP10);
@@ -81,7 +83,7 @@ impl SiteLayout {
             SiteLayout::NopNop5Nop10 => Some(&NOP_NOP5_NOP10),
             SiteLayout::Nop => Some(&NOP),
             SiteLayout::Nop5 => Some(&NOP5),
-            SiteLayout::Other => None,
+            SiteLayout::Other | SiteLayout::NoSite => None,
         }
     }
 }
@@ -114,7 +116,9 @@ const fn concat_nop<const N: usize, const M: usize>(long_nop: [u8; N]) -> [u8; M
 }
 
 /// The size of a memory page on this system (`sysconf(_SC_PAGESIZE)`), or
-/// [`FALLBACK_PAGE_SIZE`] if it does not say.
+/// [`FALLBACK_PAGE_SIZE`] if it does not say (and on targets that are not
+/// Unix, which have no site to place on a page).
+#[cfg(unix)]
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -122,6 +126,12 @@ pub fn page_size() -> u64 {
         .ok()
         .filter(|s| s.is_power_of_two())
         .unwrap_or(FALLBACK_PAGE_SIZE)
+}
+
+/// [`FALLBACK_PAGE_SIZE`]: on targets that are not Unix no site is emitted.
+#[cfg(not(unix))]
+pub fn page_size() -> u64 {
+    FALLBACK_PAGE_SIZE
 }
 
 #[cfg(test)]

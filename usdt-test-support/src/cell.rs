@@ -33,7 +33,8 @@ pub struct Cell {
     pub non_pie: bool,
     /// `-C link-arg=-fuse-ld=bfd`: GNU ld instead of rustc's bundled LLD.
     pub gnu_ld: bool,
-    /// The target triple; the linker for a foreign one is `<gnu triple>-gcc`.
+    /// The target triple; the linker for a foreign one is its GNU cross
+    /// compiler (`cross::Cross::linker`).
     pub target: &'static str,
 }
 
@@ -216,13 +217,12 @@ impl Cell {
             .env_remove("CARGO_TARGET_DIR")
             .env_remove("CARGO_BUILD_TARGET")
             .env_remove("CARGO_ENCODED_RUSTFLAGS");
-        if self.target != HOST {
-            let gnu = self.target.replace("-unknown-", "-");
+        if let Some(cross) = crate::cross::Cross::of(self.target) {
             let var = format!(
                 "CARGO_TARGET_{}_LINKER",
                 self.target.to_uppercase().replace('-', "_")
             );
-            cmd.env(var, format!("{gnu}-gcc"));
+            cmd.env(var, cross.linker());
         }
         let start = Instant::now();
         let status = cmd.output().expect("run cargo");

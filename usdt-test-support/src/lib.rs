@@ -10,6 +10,8 @@
 //! - [`readelf`]: notes as `readelf -n` prints them.
 //! - [`elf`]: a tiny ELF file with chosen notes, for the reader's tests.
 //! - [`cli`]: usdt-cli's example programs and `usdt count`'s output.
+//! - [`cross`]: the foreign Linux targets the examples are cross-built for,
+//!   run under qemu-user and stopped at their probes by gdb.
 //! - [`postgres`]: a PostgreSQL cluster of a test's own, pgbench scripts.
 //! - [`shapes`], [`cell`], [`cdylib`]: the workspace's examples built in
 //!   each build shape, as a standalone package per cell, and as a `cdylib`.
@@ -25,6 +27,7 @@ pub mod c;
 pub mod cdylib;
 pub mod cell;
 pub mod cli;
+pub mod cross;
 pub mod elf;
 pub mod need;
 pub mod postgres;

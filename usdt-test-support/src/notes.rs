@@ -54,6 +54,8 @@ fn site_bytes(layout: SiteLayout, machine: Machine) -> &'static [u8] {
     match (layout, machine) {
         (SiteLayout::NopNop5 | SiteLayout::NopNop10, _) => layout.x86_64_bytes().unwrap(),
         (SiteLayout::Nop, Machine::Aarch64) => &usdt_trace::AARCH64_NOP,
+        // This project's riscv64 sites are the 4-byte nop, never `c.nop`.
+        (SiteLayout::Nop, Machine::Riscv64) => &usdt_trace::RISCV64_NOP,
         other => panic!("no site bytes for {other:?}"),
     }
 }
@@ -307,5 +309,50 @@ fn check_semaphore_symbol(file: &object::File, addr: u64, provider: &str, name: 
             .iter()
             .any(|(n, size)| n.starts_with("__usdt_sema.") && n.ends_with(&suffix) && *size == 2),
         "{what}: {provider}:{name}: the semaphore at {addr:#x} is {symbols:?}"
+    );
+}
+
+/// The examples of `cell`, cross-built for an architecture whose site is a
+/// single `nop` (aarch64, riscv64): every note of every binary passes
+/// [`check_notes`] on `machine` (each operand the whole 64-bit register of
+/// that machine); `readelf -n` describes every note as our reader does; and
+/// `types:twelve`'s operands have the declared sizes, in order. `adjust`
+/// changes what a binary is expected to hold, where the compiler copies a
+/// site more often than on x86-64.
+pub fn check_nop_cell(cell: &crate::cell::Cell, machine: Machine, adjust: impl Fn(&mut Expected)) {
+    for bin in crate::cell::CELL_BINS {
+        let path = cell.bin(bin);
+        let what = format!("{bin} ({})", cell.target);
+        let mut expected = expected(bin);
+        adjust(&mut expected);
+        let probes = check_notes(&path, &expected, SiteLayout::Nop, &what);
+        assert_eq!(probes.machine, machine, "{what}");
+        let ours: Vec<crate::readelf::ReadelfNote> = probes
+            .sites
+            .iter()
+            .map(|s| crate::readelf::ReadelfNote {
+                provider: s.provider.clone(),
+                name: s.name.clone(),
+                location: s.location,
+                base: s.note_base,
+                semaphore: s.semaphore.unwrap_or(0),
+                args: s.args_text.clone(),
+            })
+            .collect();
+        assert_eq!(crate::readelf::readelf_notes(&path), ours, "{what}");
+    }
+    // The operands of one site, exactly as written.
+    let probes = usdt_trace::read_file(cell.bin("types")).unwrap();
+    let twelve = probes.iter().find(|s| s.probe() == "types:twelve").unwrap();
+    let sizes: Vec<&str> = twelve
+        .args_text
+        .split_whitespace()
+        .map(|a| a.split_once('@').unwrap().0)
+        .collect();
+    assert_eq!(
+        sizes,
+        ["8", "-8", "4", "-4", "2", "-2", "1", "-1", "1", "4", "8", "-8"],
+        "{}",
+        twelve.args_text
     );
 }

@@ -68,6 +68,20 @@ pub fn wait_deadline(child: &mut Child, secs: u64) -> ExitStatus {
     }
 }
 
+/// Waits for `child`, whose stdout and stderr are pipes, until `secs` have
+/// passed (then kills it and fails), and returns what it wrote.
+pub fn wait_output(mut child: Child, secs: u64) -> Output {
+    let out = child.stdout.take().map(reader);
+    let err = child.stderr.take().map(reader);
+    let status = wait_deadline(&mut child, secs);
+    let text = |h: Option<JoinHandle<String>>| h.map(|h| h.join().unwrap()).unwrap_or_default();
+    Output {
+        status,
+        stdout: text(out).into_bytes(),
+        stderr: text(err).into_bytes(),
+    }
+}
+
 /// Reads `r` to its end on a thread of its own (so that a full pipe never
 /// stalls the child), into the string the handle joins to.
 pub fn reader(mut r: impl Read + Send + 'static) -> JoinHandle<String> {

@@ -175,12 +175,13 @@ impl PausedCommand {
     /// Traces the child (before [`PausedCommand::start`]) so that it stops
     /// at each exec, its first one included, until let go: a
     /// non-blocking wait ([`PausedCommand::try_wait`]) holds it there
-    /// ([`PausedCommand::tracee`]).
-    pub(crate) fn follow_exec(&mut self) -> Result<(), SyscallError> {
+    /// ([`PausedCommand::tracee`]). With `forks`, the processes it forks
+    /// too.
+    pub(crate) fn follow_exec(&mut self, forks: bool) -> Result<(), SyscallError> {
         // Again after a trace the kernel dropped (an exec by a thread
         // other than the one traced).
         if !self.reaped && !self.tracee.as_ref().is_some_and(|t| t.seized()) {
-            self.tracee = Some(Tracee::seize(self.pid)?);
+            self.tracee = Some(Tracee::seize(self.pid, forks)?);
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! whether it is stopped there: the state a [`Session`](crate::Session)
 //! keeps to follow execs (the mechanism is [`follow`](crate::follow)'s).
 
+use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 
 use crate::command::PausedCommand;
@@ -12,6 +13,8 @@ use crate::follow::Tracee;
 pub(crate) struct ExecWatch {
     /// Stop the process at each exec.
     follow: bool,
+    /// And the processes it forks, at theirs (a command's only).
+    forks: bool,
     /// The trace of a process given by pid (a command's is its own).
     tracee: Option<Tracee>,
     /// Why the process cannot be stopped at exec.
@@ -20,24 +23,35 @@ pub(crate) struct ExecWatch {
     exe_inode: Option<u64>,
     /// The last look returned with the process held at an exec.
     reported_hold: bool,
+    /// The inodes of the programs the process was seen running.
+    programs: BTreeSet<u64>,
 }
 
 impl ExecWatch {
-    /// Stop the process at each exec from now on.
-    pub(crate) fn follow(&mut self) {
+    /// Stop the process at each exec from now on; with `forks`, a
+    /// command's forked processes at theirs too.
+    pub(crate) fn follow(&mut self, forks: bool) {
         self.follow = true;
+        self.forks = forks;
     }
 
     /// Remembers the program process `pid` runs now (before its maps are
-    /// read: an exec meanwhile is then seen).
-    pub(crate) fn start_at(&mut self, pid: u32) {
+    /// read: an exec meanwhile is then seen); returns its inode.
+    pub(crate) fn start_at(&mut self, pid: u32) -> Option<u64> {
         self.exe_inode = exe_inode(pid);
+        self.exe_inode
+    }
+
+    /// Whether the process was seen running a program other than the one
+    /// whose inode is `program`.
+    pub(crate) fn ran_other_than(&self, program: Option<u64>) -> bool {
+        self.programs.iter().any(|i| Some(*i) != program)
     }
 
     /// Traces a command just spawned, when following.
     pub(crate) fn spawned(&mut self, child: &mut PausedCommand) {
         if self.follow {
-            if let Err(e) = child.follow_exec() {
+            if let Err(e) = child.follow_exec(self.forks) {
                 self.not_followed = Some(format!("it could not be traced: {e}"));
             }
         }
@@ -58,6 +72,15 @@ impl ExecWatch {
         }
     }
 
+    /// A process the command forked, stopped at an exec until
+    /// [`ExecWatch::resume`] (or the next look): its pid.
+    pub(crate) fn held_fork(&mut self, child: Option<&mut PausedCommand>) -> Option<u32> {
+        let pid = self.tracee_of(child)?.held_fork()?;
+        self.reported_hold = true;
+        self.programs.extend(exe_inode(pid));
+        Some(pid)
+    }
+
     /// Whether process `pid` (the command `child`, if it is one) executed
     /// a program since the last look: `Some(None)` when it is stopped
     /// there (nothing missed), `Some(Some(why))` when hits before the
@@ -75,7 +98,7 @@ impl ExecWatch {
             self.resume(child.as_deref_mut());
         }
         if self.follow && self.tracee.is_none() && child.is_none() {
-            match Tracee::seize(pid) {
+            match Tracee::seize(pid, false) {
                 Ok(t) => self.tracee = Some(t),
                 Err(e) if self.not_followed.is_none() => {
                     self.not_followed = Some(format!("it could not be traced: {e}"));
@@ -94,15 +117,16 @@ impl ExecWatch {
         self.reported_hold = stopped;
         let inode = exe_inode(pid);
         let changed = inode.is_some() && inode != self.exe_inode;
-        if inode.is_some() {
+        if let Some(i) = inode {
             self.exe_inode = inode;
+            self.programs.insert(i);
         }
         if self.follow && (lost || (changed && !stopped)) {
             // The kernel dropped the trace (an exec by another thread than
             // the one traced): trace the process again.
             match child {
                 Some(c) => {
-                    let _ = c.follow_exec();
+                    let _ = c.follow_exec(self.forks);
                 }
                 None => self.tracee = None, // seized again at the next look
             }

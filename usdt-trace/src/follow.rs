@@ -31,6 +31,13 @@
 //!   group leader is traced: other threads run untouched, and thread
 //!   creation costs nothing extra. That thread is also the one that
 //!   reaps a traced command.
+//! - **A launcher's processes.** A command without probes of its own (a
+//!   script, `env`, a shell: [`Launcher`](crate::Launcher)) runs the
+//!   program it is traced for, or forks it (`sh -c 'PROG ...'`). Its trace
+//!   then also has `PTRACE_O_TRACEFORK` and `PTRACE_O_TRACEVFORK`: each
+//!   process it (or one of them) forks is traced by the same thread from
+//!   its first instruction, let go at each stop, and held at each exec as
+//!   the leader is, for its program to be attached for that process.
 //! - **Where that is not possible, polled.** The process's `/proc/PID/exe`
 //!   is compared at each poll (a change of inode is an exec): an exec by a
 //!   thread other than the leader (the kernel then drops the trace), or of
@@ -49,14 +56,14 @@
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, TryRecvError};
 
 use crate::sys::process;
-use crate::sys::ptrace::{ptrace, Request, EVENT_EXEC, EVENT_STOP, TRACE_EXEC};
+use crate::sys::ptrace::{ptrace, Request, EVENT_EXEC, EVENT_STOP, TRACE_EXEC, TRACE_FORKS};
 use crate::sys::SyscallError;
 
 /// What the tracer thread tells the session.
 #[derive(Debug)]
 enum Event {
-    /// The tracee is stopped at an exec, until [`Order::Resume`].
-    Exec,
+    /// This tracee is stopped at an exec, until [`Order::Resume`].
+    Exec(u32),
     /// The tracee ended: its raw wait status.
     Ended(libc::c_int),
     /// The trace is gone (the kernel dropped it) or failed.
@@ -79,16 +86,20 @@ pub(crate) struct Tracee {
     orders: Option<Sender<Order>>,
     /// Traced still: not lost, not ended.
     seized: bool,
-    /// Stopped at an exec, not let go yet.
-    held: bool,
-    /// Execs seen since the last [`Tracee::take_exec`].
+    /// The process seized.
+    leader: u32,
+    /// The tracee stopped at an exec, not let go yet.
+    held: Option<u32>,
+    /// Execs of the leader seen since the last [`Tracee::take_exec`].
     execs: u32,
 }
 
 impl Tracee {
     /// Seizes `pid` (its thread group leader) to be stopped at each exec,
-    /// from a thread that then serves its stops.
-    pub(crate) fn seize(pid: u32) -> Result<Tracee, SyscallError> {
+    /// from a thread that then serves its stops; with `forks`, the
+    /// processes it forks too, and theirs (each stopped at its execs).
+    pub(crate) fn seize(pid: u32, forks: bool) -> Result<Tracee, SyscallError> {
+        let leader = pid;
         let pid = libc::pid_t::try_from(pid)
             .ok()
             .filter(|p| *p > 0)
@@ -99,11 +110,12 @@ impl Tracee {
         std::thread::Builder::new()
             .name(format!("usdt-exec-{pid}"))
             .spawn(move || {
-                let result = ptrace(Request::Seize, pid, TRACE_EXEC);
+                let options = TRACE_EXEC | if forks { TRACE_FORKS } else { 0 };
+                let result = ptrace(Request::Seize, pid, options);
                 let ok = result.is_ok();
                 let _ = seized_tx.send(result);
                 if ok {
-                    serve(pid, &events_tx, &orders_rx);
+                    serve(pid, forks, &events_tx, &orders_rx);
                 }
             })
             .map_err(|e| SyscallError {
@@ -124,7 +136,8 @@ impl Tracee {
             events,
             orders: Some(orders),
             seized: true,
-            held: false,
+            leader,
+            held: None,
             execs: 0,
         })
     }
@@ -135,20 +148,26 @@ impl Tracee {
         self.seized
     }
 
-    /// Whether the process is stopped at an exec, waiting for
+    /// Whether the process seized is stopped at an exec, waiting for
     /// [`Tracee::resume`].
     pub(crate) fn held(&self) -> bool {
-        self.held
+        self.held == Some(self.leader)
     }
 
-    /// Whether an exec was seen since the last call.
+    /// A process it forked (traced with `forks`) stopped at an exec,
+    /// waiting for [`Tracee::resume`].
+    pub(crate) fn held_fork(&self) -> Option<u32> {
+        self.held.filter(|p| *p != self.leader)
+    }
+
+    /// Whether an exec of the process seized was seen since the last call.
     pub(crate) fn take_exec(&mut self) -> bool {
         std::mem::take(&mut self.execs) > 0
     }
 
     /// Lets a process stopped at an exec go on.
     pub(crate) fn resume(&mut self) {
-        if std::mem::take(&mut self.held) {
+        if self.held.take().is_some() {
             if let Some(orders) = &self.orders {
                 let _ = orders.send(Order::Resume);
             }
@@ -173,9 +192,11 @@ impl Tracee {
                 false => self.events.try_recv(),
             };
             match event {
-                Ok(Event::Exec) => {
-                    self.execs += 1;
-                    self.held = true;
+                Ok(Event::Exec(pid)) => {
+                    if pid == self.leader {
+                        self.execs += 1;
+                    }
+                    self.held = Some(pid);
                     if !block {
                         return Ok(None);
                     }
@@ -186,7 +207,7 @@ impl Tracee {
                 }
                 Ok(Event::Lost) | Err(TryRecvError::Disconnected) => {
                     self.seized = false;
-                    self.held = false;
+                    self.held = None;
                     return Ok(None);
                 }
                 Err(TryRecvError::Empty) => return Ok(None),
@@ -204,14 +225,22 @@ impl Drop for Tracee {
     }
 }
 
-/// The tracer thread: waits for each stop of `pid` and lets it go on (a
-/// signal-delivery stop with its signal, a group-stop listening), holds an
-/// exec until the session's order, and ends with the tracee, or detaches
-/// at the first stop after the session dropped its [`Tracee`].
-fn serve(pid: libc::pid_t, events: &Sender<Event>, orders: &Receiver<Order>) {
+/// The tracer thread: waits for each stop of `pid` (and, with `forks`, of
+/// the processes it forks, which the kernel traces for this thread) and
+/// lets it go on (a signal-delivery stop with its signal, a group-stop
+/// listening), holds an exec until the session's order, and ends with
+/// `pid`, or detaches at the first stop after the session dropped its
+/// [`Tracee`] (a thread that ends lets go of every process it traces).
+fn serve(pid: libc::pid_t, forks: bool, events: &Sender<Event>, orders: &Receiver<Order>) {
+    // Only this thread's tracees: never a child another thread of ours
+    // forked and waits for.
+    let (whom, flags) = match forks {
+        true => (-1, libc::__WALL | libc::__WNOTHREAD),
+        false => (pid, libc::__WALL),
+    };
     loop {
-        let status = match process::waitpid(pid, libc::__WALL) {
-            Ok(Some((_, status))) => status,
+        let (who, status) = match process::waitpid(whom, flags) {
+            Ok(Some(waited)) => waited,
             Ok(None) => continue,
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             // Not traced any more (an exec by another thread), and not a
@@ -222,6 +251,10 @@ fn serve(pid: libc::pid_t, events: &Sender<Event>, orders: &Receiver<Order>) {
             }
         };
         if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            if who != pid {
+                // A forked process ended: its parent's to see.
+                continue;
+            }
             let _ = events.send(Event::Ended(status));
             return;
         }
@@ -236,15 +269,15 @@ fn serve(pid: libc::pid_t, events: &Sender<Event>, orders: &Receiver<Order>) {
         // Held until the session attached the new program.
         if event == EVENT_EXEC
             && !gone
-            && events.send(Event::Exec).is_ok()
+            && events.send(Event::Exec(who as u32)).is_ok()
             && matches!(orders.recv(), Ok(Order::Resume))
         {
             // ESRCH: killed meanwhile; the next wait says how it ended.
-            let _ = ptrace(Request::Cont, pid, 0);
+            let _ = ptrace(Request::Cont, who, 0);
             continue;
         }
         if gone || event == EVENT_EXEC {
-            let _ = ptrace(Request::Detach, pid, deliver);
+            let _ = ptrace(Request::Detach, who, deliver);
             return;
         }
         let request = match event {
@@ -257,8 +290,9 @@ fn serve(pid: libc::pid_t, events: &Sender<Event>, orders: &Receiver<Order>) {
             {
                 Request::Listen
             }
+            // Any other stop, a fork's and a new process's first included.
             _ => Request::Cont,
         };
-        let _ = ptrace(request, pid, deliver);
+        let _ = ptrace(request, who, deliver);
     }
 }

@@ -69,6 +69,11 @@
 //! }
 //! # Ok::<(), usdt_trace::Error>(())
 //! ```
+//!
+//! Linux only: uprobes, `perf_event_open`, BPF and `/proc` are Linux's. On
+//! any other target the crate (and the `usdt` command) fails to build with
+//! one error that says so; programs with probes build everywhere, through
+//! `usdt-probes`.
 #![warn(missing_docs)]
 // Nothing panics on input or on the system: a failure is an error value.
 // Here, at the library crates' roots, not as a workspace lint: tests,
@@ -76,6 +81,25 @@
 // may too: clippy.toml).
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "usdt-trace and the `usdt` command run on Linux only (uprobes, perf_event_open and BPF are \
+     Linux's): build them for a Linux target. Programs with probes depend on usdt-probes, \
+     which builds for every target"
+);
+
+/// The items of this crate, each `#[cfg(target_os = "linux")]`, so that
+/// another target meets the one error above and no other.
+macro_rules! linux_only {
+    ($($item:item)*) => {
+        $(
+            #[cfg(target_os = "linux")]
+            $item
+        )*
+    };
+}
+
+linux_only! {
 mod aggregate;
 mod arch;
 mod attach;
@@ -149,7 +173,7 @@ pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
 pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
-pub use session::{Cause, NewObject, Notice, Objects, Session};
+pub use session::{Cause, Launcher, NewObject, Notice, Objects, Session};
 pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
 pub use stack::{Frame, Stack};
 pub use sys::SyscallError;
@@ -159,3 +183,4 @@ pub use types::{
 };
 pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5, RISCV64_C_NOP, RISCV64_NOP};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};
+}

@@ -113,7 +113,8 @@ impl Recorder {
         argv.extend(self.args.iter().cloned());
         let session = Session::command(&argv)?
             .globs(&self.globs)
-            .force_sites(self.force_sites);
+            .force_sites(self.force_sites)
+            .follow_exec();
         let mut sampler = Sampler::new(self.point)
             .per_cpu(true)
             .kernel_fetch(self.kernel_fetch);
@@ -134,6 +135,10 @@ impl Recorder {
             ..
         } = attacher;
         let sampler = sampler.sampler();
+        if sampler.site_count() == 0 {
+            // A launcher that executed no program with the probes.
+            return Err(no_match(self, run.session()));
+        }
         sampler.drain(|h| hits.push(h));
         let status = match ended {
             Ended::Exited(status) => status,
@@ -161,17 +166,15 @@ impl Attacher for Recorded<'_> {
         Some(e)
     }
 
-    /// Every site the globs match; an error if there is none.
+    /// Every site the globs match; an error if there is none, unless the
+    /// program is a launcher (whose probes are those of the programs it
+    /// executes).
     fn attach(&mut self, session: &mut Session) -> Result<(), Error> {
         self.sampler.attach(session)?;
-        if self.sampler.sampler().site_count() > 0 {
+        if self.sampler.sampler().site_count() > 0 || session.launcher().is_some() {
             return Ok(());
         }
-        let program = session.objects().first().map(|(p, _)| p.clone());
-        Err(Error::NoMatch {
-            program: program.unwrap_or_else(|| self.recorder.program.clone()),
-            globs: self.recorder.globs.join(" "),
-        })
+        Err(no_match(self.recorder, session))
     }
 
     fn attach_threads(&mut self, session: &mut Session) -> Result<(), Error> {
@@ -186,6 +189,15 @@ impl Attacher for Recorded<'_> {
         let hits = &mut self.hits;
         self.sampler.sampler().poll(TICK, |h| hits.push(h))?;
         Ok(true)
+    }
+}
+
+/// No probe of the recorder's command matches its globs.
+fn no_match(recorder: &Recorder, session: &Session) -> Error {
+    let program = session.objects().first().map(|(p, _)| p.clone());
+    Error::NoMatch {
+        program: program.unwrap_or_else(|| recorder.program.clone()),
+        globs: recorder.globs.join(" "),
     }
 }
 

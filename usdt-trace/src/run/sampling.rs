@@ -89,11 +89,12 @@ impl SessionSampler {
     }
 
     /// Attaches the sites of an object found after the start: for each
-    /// thread of the process with perf events.
+    /// thread of the process with perf events (for a process a launcher
+    /// forked, its first thread).
     pub fn attach_object(&mut self, object: &NewObject, session: &Session) -> Result<(), Error> {
         let sites: Vec<&Site> = object.sites.iter().collect();
-        if !self.per_thread {
-            return self.attach_file(&object.open_path, &sites, session.target());
+        if !self.per_thread || object.target != session.target() {
+            return self.attach_file(&object.open_path, &sites, object.target);
         }
         for tid in session.threads() {
             match self.attach_sites(&object.open_path, &sites, *tid, session) {

@@ -12,6 +12,10 @@
 //!   `/proc/PID/task` ([`Session::new_threads`]).
 //! - A process's files deleted or replaced since it mapped them are read
 //!   and attached through `/proc/PID/map_files` ([`object_path`]).
+//! - A command whose program has no probes of its own ([`Launcher`]: a
+//!   script, a shim, `env`, `nice`, a shell) is started as any other: the
+//!   programs it executes are found at each exec, and theirs are the
+//!   probes it is run for.
 //! - A program the process executes is found the same way, at once when
 //!   the session follows execs ([`Session::follow_exec`]): the process is
 //!   then stopped at each exec until the caller attached the new program
@@ -102,6 +106,10 @@ pub struct NewObject {
     pub sites: Vec<Site>,
     /// Why it is new.
     pub cause: Cause,
+    /// Whose hits to attach it for: the process that maps it (the traced
+    /// process, or one that a launcher forked), or every process (a new
+    /// file of a binary).
+    pub target: Target,
 }
 
 /// Why an object is new to the session.
@@ -122,6 +130,18 @@ pub enum Cause {
     Replaced,
 }
 
+/// A command whose program has no probes of its own: the probes it is run
+/// for are those of the programs it executes, attached at each exec
+/// ([`Session::follow_exec`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Launcher {
+    /// A file that is not ELF: a script (`#!`), a version manager's shim.
+    Script,
+    /// An ELF program without probes: `env`, `nice`, a shell.
+    Program,
+}
+
 /// What a session traces.
 #[derive(Debug)]
 enum Kind {
@@ -130,6 +150,7 @@ enum Kind {
         exec_path: PathBuf,
         child: Option<PausedCommand>,
         started: bool,
+        launcher: Option<Launcher>,
     },
     Process(u32),
     Binary {
@@ -167,11 +188,15 @@ pub struct Session {
     /// New files at a binary's path, kept open: their sites are attached
     /// through `/proc/self/fd/N`.
     replacements: Vec<File>,
+    /// The inode of the program traced: a command's, or the one a process
+    /// ran at the start.
+    program: Option<u64>,
 }
 
 impl Session {
     /// A command (`argv[0]` found in `PATH` when it has no `/`), not
-    /// started yet: its program and the shared libraries it will load.
+    /// started yet: its program and the shared libraries it will load; no
+    /// object for a program that is not ELF (a [`Launcher`]).
     pub fn command(argv: &[OsString]) -> Result<Session, Error> {
         let Some(first) = argv.first() else {
             return Err(Error::ProgramNotFound {
@@ -180,13 +205,28 @@ impl Session {
         };
         let exec_path = resolve_program(Path::new(first))?;
         let program = absolute(&exec_path);
+        let probes = match read_file_probes(&program) {
+            Ok(probes) => Some(probes),
+            // A script or a shim: what it executes is found at the exec.
+            Err(e) if e.is_not_elf() => None,
+            Err(e) => return Err(e),
+        };
+        let launcher = match &probes {
+            None => Some(Launcher::Script),
+            Some(p) if p.sites.is_empty() => Some(Launcher::Program),
+            Some(_) => None,
+        };
         let mut session = Session::new(Kind::Command {
             argv: argv.to_vec(),
             exec_path,
             child: None,
             started: false,
+            launcher,
         });
-        let probes = read_file_probes(&program)?;
+        session.program = std::fs::metadata(&program).ok().map(|m| m.ino());
+        let Some(probes) = probes else {
+            return Ok(session);
+        };
         session.add(program.clone(), probes);
         for lib in shared_libraries(&program) {
             match read_file_probes(&lib) {
@@ -203,7 +243,7 @@ impl Session {
     pub fn process(pid: u32) -> Result<Session, Error> {
         let mut session = Session::new(Kind::Process(pid));
         // Before the maps: an exec meanwhile is then seen.
-        session.exec.start_at(pid);
+        session.program = session.exec.start_at(pid);
         for object in read_process(pid)? {
             match object.probes {
                 Ok(probes) => {
@@ -253,6 +293,7 @@ impl Session {
             forced: vec![],
             exec: ExecWatch::default(),
             replacements: vec![],
+            program: None,
         }
     }
 
@@ -282,9 +323,13 @@ impl Session {
     /// ([`Session::new_objects`], then [`Session::resume`]): the caller
     /// must look often, or wait for the command, since the process waits
     /// at each exec until then (its other ptrace stops are let go by a
-    /// thread of the session's, at once).
+    /// thread of the session's, at once). A command that is a
+    /// [`Launcher`] is followed into the processes it forks as well (`sh
+    /// -c 'PROG ...'` forks PROG), each attached at its exec for itself
+    /// ([`NewObject::target`]).
     pub fn follow_exec(mut self) -> Session {
-        self.exec.follow();
+        // A launcher's processes too: `sh -c 'PROG'` forks PROG.
+        self.exec.follow(self.launcher().is_some());
         self
     }
 
@@ -337,6 +382,23 @@ impl Session {
             Kind::Command { exec_path, .. } => Some(exec_path),
             _ => None,
         }
+    }
+
+    /// Whether the command's program has no probes of its own, and what
+    /// it is then (a script, or a program such as `env`): `None` for a
+    /// program with probes, a process or a file.
+    pub fn launcher(&self) -> Option<Launcher> {
+        match &self.kind {
+            Kind::Command { launcher, .. } => *launcher,
+            _ => None,
+        }
+    }
+
+    /// Whether the process was seen running a program other than the one
+    /// traced at the start (a command's own, or the one a process ran):
+    /// the program a launcher executed, a script's interpreter.
+    pub fn ran_another_program(&self) -> bool {
+        self.exec.ran_other_than(self.program)
     }
 
     /// The file whose every process is traced.
@@ -458,28 +520,50 @@ impl Session {
             .exec
             .seen(pid, child_of(&mut self.kind))
             .map(|missed| Cause::Exec { missed });
-        if exec.is_none() && Instant::now() < self.next_maps_poll {
-            return vec![];
+        let mut found = vec![];
+        if exec.is_some() || Instant::now() >= self.next_maps_poll {
+            self.next_maps_poll = Instant::now() + MAPS_POLL;
+            if exec.is_some() {
+                // Only the thread that executed is left.
+                let now: BTreeSet<u32> = process_threads(pid)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect();
+                self.threads.retain(|t| now.contains(t));
+            }
+            let mut seen = std::mem::take(&mut self.seen_files);
+            found = self.mapped(pid, exec, &mut seen);
+            self.seen_files = seen;
         }
-        self.next_maps_poll = Instant::now() + MAPS_POLL;
+        if let Some(forked) = self.exec.held_fork(child_of(&mut self.kind)) {
+            // A process the command forked executed a program: attached
+            // for that process, whatever other processes attached.
+            let exec = Cause::Exec { missed: None };
+            found.extend(self.mapped(forked, Some(exec), &mut BTreeSet::new()));
+        }
+        found
+    }
+
+    /// The objects with sites the globs match that process `pid` maps,
+    /// except the files in `seen` (whose inodes are added): after an exec
+    /// (its cause), with the libraries the new program will load.
+    fn mapped(
+        &mut self,
+        pid: u32,
+        exec: Option<Cause>,
+        seen: &mut BTreeSet<u64>,
+    ) -> Vec<NewObject> {
         let Ok(maps) = read_maps(pid) else {
             return vec![]; // gone: the caller notices
         };
-        if exec.is_some() {
-            // Only the thread that executed is left.
-            let now: BTreeSet<u32> = process_threads(pid)
-                .unwrap_or_default()
-                .into_iter()
-                .collect();
-            self.threads.retain(|t| now.contains(t));
-        }
         // At the exec stop only the program and its interpreter are
         // mapped: the libraries it will load are read now too.
         let libraries = exec.as_ref().map_or(vec![], |_| exec_libraries(pid));
         let cause = exec.unwrap_or(Cause::Mapped);
+        let target = Target::Pid(pid);
         let mut found = vec![];
         for m in maps {
-            if !self.seen_files.insert(m.inode) {
+            if !seen.insert(m.inode) {
                 continue;
             }
             let open_path = object_path(pid, &m);
@@ -495,7 +579,7 @@ impl Session {
                 // The process ended (or executed again) meanwhile: the
                 // caller notices, or the next look finds the new program.
                 Err(_) if !process_alive(pid) || !std::fs::exists(&open_path).unwrap_or(true) => {
-                    self.seen_files.remove(&m.inode);
+                    seen.remove(&m.inode);
                     continue;
                 }
                 Err(error) => {
@@ -506,12 +590,12 @@ impl Session {
                     continue;
                 }
             };
-            found.extend(self.found(open_path, shown, probes, &cause));
+            found.extend(self.found(open_path, shown, probes, &cause, target));
         }
         for (open_path, shown) in libraries {
-            let new = std::fs::metadata(&open_path).is_ok_and(|m| self.seen_files.insert(m.ino()));
+            let new = std::fs::metadata(&open_path).is_ok_and(|m| seen.insert(m.ino()));
             if let (true, Ok(probes)) = (new, read_file_probes(&open_path)) {
-                found.extend(self.found(open_path, shown, probes, &cause));
+                found.extend(self.found(open_path, shown, probes, &cause, target));
             }
         }
         found
@@ -525,6 +609,7 @@ impl Session {
         shown: String,
         probes: ElfProbes,
         cause: &Cause,
+        target: Target,
     ) -> Option<NewObject> {
         self.notices.extend(skipped(Path::new(&shown), &probes));
         let sites: Vec<Site> = probes.sites.into_iter().filter(|s| self.wants(s)).collect();
@@ -539,6 +624,7 @@ impl Session {
             mapped: shown,
             sites,
             cause: cause.clone(),
+            target,
         })
     }
 
@@ -582,9 +668,15 @@ impl Session {
             }
         };
         self.replacements.push(file);
-        self.found(open_path, shown, probes, &Cause::Replaced)
-            .into_iter()
-            .collect()
+        self.found(
+            open_path,
+            shown,
+            probes,
+            &Cause::Replaced,
+            Target::AllProcesses,
+        )
+        .into_iter()
+        .collect()
     }
 
     /// The inodes of the objects found so far: mapped files with these

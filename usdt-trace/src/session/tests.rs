@@ -15,22 +15,28 @@ fn a_command_is_found_with_its_objects_and_never_left_paused() {
     assert!(!crate::process_alive(pid));
 }
 
+/// `sh -c SCRIPT`, its execs followed, looked at until it ends (held at
+/// each exec until the next look or `resume`): how it ended, and the
+/// session.
+fn polled(script: &str) -> (crate::ExitStatus, Session) {
+    let argv = ["sh", "-c", script].map(OsString::from);
+    let mut session = Session::command(&argv).unwrap().follow_exec();
+    session.spawn().unwrap();
+    session.start().unwrap();
+    loop {
+        if let Some(s) = session.child().unwrap().try_wait().unwrap() {
+            return (s, session);
+        }
+        let _ = session.new_objects();
+        session.resume();
+    }
+}
+
 #[test]
 fn a_followed_command_is_let_go_at_each_exec() {
     use crate::ExitStatus;
     let argv = ["sh", "-c", "exec sh -c 'exit 3'"].map(OsString::from);
-    // Polled: held at each exec until the next look or `resume`.
-    let mut session = Session::command(&argv).unwrap().follow_exec();
-    session.spawn().unwrap();
-    session.start().unwrap();
-    let status = loop {
-        if let Some(s) = session.child().unwrap().try_wait().unwrap() {
-            break s;
-        }
-        let _ = session.new_objects();
-        session.resume();
-    };
-    assert_eq!(status, ExitStatus::Code(3));
+    assert_eq!(polled("exec sh -c 'exit 3'").0, ExitStatus::Code(3));
     // Waited for: let go at each stop.
     let mut session = Session::command(&argv).unwrap().follow_exec();
     session.spawn().unwrap();
@@ -88,4 +94,36 @@ fn every_process_of_a_binary_is_the_target() {
     let session = Session::binary(Path::new("/proc/self/exe")).unwrap();
     assert_eq!(session.target(), Target::AllProcesses);
     assert!(session.binary_path().is_some());
+}
+
+#[test]
+fn a_command_without_probes_of_its_own_is_a_launcher() {
+    let command = |argv: &[&str]| {
+        let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+        Session::command(&argv).unwrap()
+    };
+    let dir = std::env::temp_dir().join(format!("usdt-launcher-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("script");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let script = command(&[script.to_str().unwrap()]);
+    assert_eq!(script.launcher(), Some(Launcher::Script));
+    assert!(script.objects().is_empty());
+    let env = command(&["env"]);
+    assert_eq!(env.launcher(), Some(Launcher::Program));
+    assert!(!env.objects().is_empty());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_launcher_is_followed_into_the_program_its_fork_executes() {
+    use crate::ExitStatus;
+    let run = |script: &str| {
+        let (status, session) = polled(script);
+        (status, session.ran_another_program())
+    };
+    // The shell forks `/bin/true`, which is held at its exec, then exits.
+    assert_eq!(run("/bin/true; exit 5"), (ExitStatus::Code(5), true));
+    // A shell that runs nothing else.
+    assert_eq!(run("exit 6"), (ExitStatus::Code(6), false));
 }

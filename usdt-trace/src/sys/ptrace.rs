@@ -1,5 +1,6 @@
 //! `ptrace(2)`, used for one thing: to be stopped when a traced process
-//! executes a new program (`PTRACE_SEIZE` with `PTRACE_O_TRACEEXEC`), and
+//! (or a process it forked) executes a new program (`PTRACE_SEIZE` with
+//! `PTRACE_O_TRACEEXEC`, and `PTRACE_O_TRACEFORK`, `..VFORK`), and
 //! to let it go on from every stop (`PTRACE_CONT` with the signal it
 //! stopped for, `PTRACE_LISTEN` in a group-stop, `PTRACE_DETACH`). No
 //! request here reads or writes the tracee's memory or registers.
@@ -57,6 +58,10 @@ pub(crate) fn ptrace(request: Request, pid: libc::pid_t, data: u64) -> Result<()
 
 /// The option that stops the tracee at each `exec`.
 pub(crate) const TRACE_EXEC: u64 = libc::PTRACE_O_TRACEEXEC as u64;
+/// The options that also trace the processes a tracee forks (`fork`,
+/// `vfork` and `posix_spawn`; not its threads), each attached at its first
+/// instruction with the tracee's options.
+pub(crate) const TRACE_FORKS: u64 = (libc::PTRACE_O_TRACEFORK | libc::PTRACE_O_TRACEVFORK) as u64;
 /// The event a stop at `exec` reports (`status >> 16`).
 pub(crate) const EVENT_EXEC: i32 = libc::PTRACE_EVENT_EXEC;
 /// The event of a group-stop or an interrupt of a seized tracee.
