@@ -15,7 +15,10 @@
 //! - `latency (tid, nop)`: keyed by thread and attached at the nop, as
 //!   bpftrace places its uprobes;
 //! - `bpftrace @start/hist()`: `@start[tid] = nsecs` and
-//!   `@h = hist(nsecs - @start[tid]); delete(@start[tid])`.
+//!   `@h = hist(nsecs - @start[tid]); delete(@start[tid])`;
+//! - `trace` and `trace --stack`: a record of every hit read by the
+//!   tracer, with the stack unwound for the second (`sampled`), and their
+//!   ratio.
 //!
 //! Ratios are to `count`. `usdt serve` (the release `usdt` beside this
 //! bench) serves every probe of this bench's executable with a latency;
@@ -68,16 +71,28 @@ pub struct Answers {
     /// `usdt serve`: CPU between scrapes (% of one CPU) and per scrape
     /// (ms), or why it was not measured.
     pub serve: Result<(f64, f64), String>,
+    /// The tracer's time per hit of `trace` and of `trace --stack`
+    /// (decoding, and unwinding and symbolizing the stack).
+    pub tracer: Vec<(&'static str, Duration)>,
 }
 
 /// The best (least) time per iteration of `runs` runs of `n`.
 fn ns_per_iteration(n: u64, runs: usize) -> f64 {
+    ns_per_iteration_with(n, runs, &mut || {})
+}
+
+/// [`ns_per_iteration`], calling `between` after the warm-up and after
+/// each run, untimed.
+fn ns_per_iteration_with(n: u64, runs: usize, between: &mut dyn FnMut()) -> f64 {
     requests(n / 10); // warm: the first hit optimizes a nop5 site
+    between();
     (0..runs)
         .map(|_| {
             let t = Instant::now();
             requests(std::hint::black_box(n));
-            t.elapsed().as_nanos() as f64 / n as f64
+            let ns = t.elapsed().as_nanos() as f64 / n as f64;
+            between();
+            ns
         })
         .fold(f64::MAX, f64::min)
 }
@@ -290,6 +305,7 @@ pub fn run(quick: bool) -> Result<Answers, String> {
         rows: vec![],
         skipped: vec![],
         serve: Err("not run".into()),
+        tracer: vec![],
     };
     for name in ROWS {
         match attach(name, &exe, &sites) {
@@ -302,6 +318,20 @@ pub fn run(quick: bool) -> Result<Answers, String> {
                     }),
                     Err(why) => out.skipped.push((name, why)),
                 }
+            }
+            Err(why) => out.skipped.push((name, why)),
+        }
+    }
+    for name in crate::sampled::ROWS {
+        let hits = |n: u64| 2 * (n / 10 + n * runs as u64);
+        let time = |n, between: &mut dyn FnMut()| ns_per_iteration_with(n, runs, between);
+        match crate::sampled::measure(name, &exe, &sites, hits, time) {
+            Ok(sampled) => {
+                out.rows.push(AnswersRow {
+                    name,
+                    ns_per_hit: (sampled.ns_per_iteration - idle_ns).max(0.0) / 2.0,
+                });
+                out.tracer.push((name, sampled.tracer));
             }
             Err(why) => out.skipped.push((name, why)),
         }
@@ -442,6 +472,27 @@ pub fn table(a: &Answers) -> String {
     for (name, why) in &a.skipped {
         s += &format!("{name:<26} not measured: {why}\n");
     }
+    let per_hit = |name: &str| a.rows.iter().find(|r| r.name == name).map(|r| r.ns_per_hit);
+    for (stack, trace) in crate::sampled::PAIRS {
+        if let (Some(with), Some(without)) = (per_hit(stack), per_hit(trace)) {
+            if without > 0.0 {
+                s += &format!(
+                    "{stack} / {trace}: {:.2} per hit in the traced process\n",
+                    with / without
+                );
+            }
+        }
+    }
+    for (name, t) in &a.tracer {
+        let stack = match name.contains("--stack") {
+            true => ", unwind and symbolize its stack",
+            false => "",
+        };
+        s += &format!(
+            "{name}: the tracer took {:.2} us per hit to read it{stack}\n",
+            t.as_secs_f64() * 1e6
+        );
+    }
     match &a.serve {
         Ok((idle, scrape)) => {
             s += &format!(
@@ -463,88 +514,44 @@ pub fn latency_svg(json: &Path, svg: &Path) -> Result<(), String> {
         .ok_or_else(|| format!("{}: no JSON object", json.display()))?;
     let v: serde_json::Value =
         serde_json::from_str(line).map_err(|e| format!("{}: {e}", json.display()))?;
-    draw(&v, svg).map_err(|e| format!("{}: {e}", svg.display()))
+    let histogram =
+        latency_histogram(&v).ok_or_else(|| format!("{}: no buckets", json.display()))?;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    histogram
+        .chart(&|low, high| format!("[{:.3}, {:.3}) ms", ms(low), ms(high)))
+        .write(svg)
+        .map_err(|e| e.to_string())
 }
 
-fn draw(v: &serde_json::Value, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    use plotters::prelude::*;
-    const BLUE_BAR: RGBColor = RGBColor(31, 119, 180);
-    let buckets: Vec<(u64, u64, u64)> = v["buckets"]
-        .as_array()
-        .ok_or("no buckets")?
+/// The histogram of a `usdt latency --json` object, with its quantiles in
+/// the caption.
+fn latency_histogram(v: &serde_json::Value) -> Option<usdt_charts::Histogram> {
+    let buckets = v["buckets"]
+        .as_array()?
         .iter()
         .map(|b| {
             let n = |k: &str| b[k].as_u64().unwrap_or(0);
-            (n("low_ns"), n("high_ns"), n("count"))
+            usdt_charts::Bucket {
+                low: n("low_ns"),
+                high: n("high_ns"),
+                count: n("count"),
+            }
         })
         .collect();
-    let (Some(first), Some(last)) = (buckets.first(), buckets.last()) else {
-        return Err("no values".into());
-    };
-    // Every bucket from the first to the last, empty ones included.
-    let lo = first.0.max(1).ilog2();
-    let hi = last.1.max(2).ilog2();
-    let rows: Vec<(u64, u64, u64)> = (lo..hi)
-        .map(|b| {
-            let (low, high) = (1u64 << b, 1u64 << (b + 1));
-            let n = buckets.iter().find(|x| x.0 == low).map_or(0, |x| x.2);
-            (low, high, n)
-        })
-        .collect();
-    let n = rows.len();
-    let top = rows.iter().map(|r| r.2).max().unwrap_or(1).max(1) as f64;
-    let root = SVGBackend::new(path, (960, 150 + 34 * n as u32)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let ms = |ns: u64| ns as f64 / 1e6;
-    let caption = format!(
-        "usdt latency {} -> {} by {}: count {}, p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        v["start"].as_str().unwrap_or("?"),
-        v["end"].as_str().unwrap_or("?"),
-        v["key"].as_str().unwrap_or("?"),
-        v["count"].as_u64().unwrap_or(0),
-        ms(v["p50_ns"].as_u64().unwrap_or(0)),
-        ms(v["p90_ns"].as_u64().unwrap_or(0)),
-        ms(v["p99_ns"].as_u64().unwrap_or(0)),
-        ms(v["max_ns"].as_u64().unwrap_or(0)),
-    );
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 15))
-        .margin(12)
-        .margin_right(40)
-        .x_label_area_size(40)
-        .y_label_area_size(150)
-        .build_cartesian_2d(0f64..top * 1.25, 0f64..n as f64)?;
-    let label = |y: &f64| {
-        let i = n as f64 - 0.5 - y;
-        if (i - i.round()).abs() < 1e-6 && i >= 0.0 {
-            rows.get(i.round() as usize).map_or(String::new(), |r| {
-                format!("[{:.3}, {:.3}) ms", ms(r.0), ms(r.1))
-            })
-        } else {
-            String::new()
-        }
-    };
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(2 * n + 1)
-        .y_label_formatter(&label)
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .x_desc("pairs per log2 bucket, counted in the kernel")
-        .draw()?;
-    for (i, r) in rows.iter().enumerate() {
-        let y = (n - 1 - i) as f64;
-        let count = r.2 as f64;
-        chart.draw_series(std::iter::once(Rectangle::new(
-            [(0.0, y + 0.15), (count, y + 0.85)],
-            BLUE_BAR.filled(),
-        )))?;
-        chart.draw_series(std::iter::once(Text::new(
-            format!("{}", r.2),
-            (count + top * 0.01, y + 0.68),
-            ("sans-serif", 13),
-        )))?;
-    }
-    root.present()?;
-    Ok(())
+    let ms = |k: &str| v[k].as_u64().unwrap_or(0) as f64 / 1e6;
+    Some(usdt_charts::Histogram {
+        caption: format!(
+            "usdt latency {} -> {} by {}: count {}, p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            v["start"].as_str().unwrap_or("?"),
+            v["end"].as_str().unwrap_or("?"),
+            v["key"].as_str().unwrap_or("?"),
+            v["count"].as_u64().unwrap_or(0),
+            ms("p50_ns"),
+            ms("p90_ns"),
+            ms("p99_ns"),
+            ms("max_ns"),
+        ),
+        x_desc: "pairs per log2 bucket, counted in the kernel".into(),
+        buckets,
+    })
 }

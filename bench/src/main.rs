@@ -24,6 +24,7 @@ mod many;
 mod peers;
 mod pgbench;
 mod report;
+mod sampled;
 mod timing;
 
 use std::collections::BTreeMap;

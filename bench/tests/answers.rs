@@ -1,6 +1,7 @@
 //! The answers section: `bench --answers-only --quick` measures every row
 //! (each checks that every request was aggregated, bpftrace's by the sum of
-//! its histogram) and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
+//! its histogram; `trace` and `trace --stack` that every hit was read, with
+//! its stack), their ratio, and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
 //! latency --json` object; `--postgres-only --quick` measures PostgreSQL
 //! under pgbench, untraced and traced. The bench is built in release in
 //! this build's target directory, as tests/bench.rs builds it.
@@ -81,8 +82,29 @@ fn every_answers_row_is_measured_with_its_ratio() {
             "latency --key id ",
             "latency (tid, nop) ",
             "bpftrace @start/hist() ",
+            "trace ",
+            "trace --stack ",
+            "trace --engine perf ",
+            "trace --stack --engine perf ",
         ],
     );
+    // trace --stack against trace, each engine, in the same run.
+    for pair in [
+        "trace --stack / trace: ",
+        "trace --stack --engine perf / trace --engine perf: ",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(pair))
+            .unwrap_or_else(|| panic!("no {pair}\n{stdout}"));
+        let ratio: f64 = line[pair.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(ratio > 0.0, "{line}");
+    }
     let serve = stdout
         .lines()
         .find(|l| l.starts_with("usdt serve: "))

@@ -55,7 +55,9 @@
 //! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
 //!   thread, time and a stack copy per hit, into a perf ring buffer) and
 //!   decodes each hit's arguments into a [`Hit`] of [`Value`]s; lost samples
-//!   are counted. [`Recorder`] runs a command under a sampler and returns a
+//!   are counted. With [`Sampler::stacks`] each hit also carries its user
+//!   [`Stack`], unwound with each file's DWARF call frame information (no
+//!   frame pointers needed) and symbolized. [`Recorder`] runs a command under a sampler and returns a
 //!   [`Recording`] a test can assert on ("this probe fired with these
 //!   arguments").
 //!
@@ -128,6 +130,7 @@ mod rewrite;
 mod run;
 mod sample;
 mod session;
+mod stack;
 mod sys;
 mod typed;
 mod types;
@@ -181,6 +184,7 @@ pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
 pub use session::{Cause, Launcher, NewObject, Notice, Objects, Session};
+pub use stack::{Frame, Stack};
 pub use sys::SyscallError;
 pub use typed::{TypedArgs, TypedValue};
 pub use types::{

@@ -56,6 +56,7 @@ mod plan;
 pub(crate) mod value;
 
 use crate::raw::RawHit;
+use crate::stack::Stacks;
 use crate::{AttachPoint, Error, KernelFeatures, Target};
 use decode::decode;
 use plan::Plan;
@@ -100,6 +101,8 @@ pub struct Sampler {
     /// The engine to attach with ([`Sampler::engine`], [`Sampler::bpf`]).
     picked: Picked,
     kernel_fetch: bool,
+    /// The unwinder and symbolizer, with [`Sampler::stacks`].
+    stacks: Option<Stacks>,
     /// The engine, from the first attach on.
     engine: Option<Box<dyn Engine>>,
     /// Hits counted but never sampled (known after a drain).
@@ -131,6 +134,7 @@ impl Sampler {
             attached: HashSet::new(),
             picked: Picked::only(EngineKind::Perf),
             kernel_fetch: true,
+            stacks: None,
             engine: None,
             unsampled: 0,
             seen: 0,
@@ -253,6 +257,29 @@ impl Sampler {
         self
     }
 
+    /// Gives each hit its user stack ([`Hit::stack`]), unwound and
+    /// symbolized in this process ([`Stack`](crate::Stack)): every sample then copies the
+    /// instruction, stack and frame pointers and [`Sampler::stack_bytes`]
+    /// of the stack, which the DWARF call frame information of each file
+    /// the process maps unwinds (no frame pointers needed): perf's
+    /// `PERF_SAMPLE_STACK_USER`, or the BPF program's copy with
+    /// `bpf_probe_read_user`. Set before the first attach.
+    pub fn stacks(mut self, on: bool) -> Sampler {
+        self.stacks = on.then(Stacks::default);
+        self
+    }
+
+    /// With [`Sampler::stacks`], reads again the memory maps of the
+    /// processes attached by pid, which stacks are unwound with: for a
+    /// tracer to call while a process is stopped at an exec, its new
+    /// program mapped (they are read at every poll too, but a program that
+    /// ends between two polls leaves its hits to the maps read last).
+    pub fn refresh_stacks(&mut self) {
+        if let Some(stacks) = &mut self.stacks {
+            stacks.new_round();
+        }
+    }
+
     /// Samples lost so far because a ring buffer was full: the kernel's
     /// `PERF_RECORD_LOST` counts, and after [`Sampler::drain`] also the hits
     /// the events counted for which no sample arrived (the kernel writes a
@@ -330,6 +357,11 @@ impl Sampler {
                 attach_addr: plan.attach_addr,
             })
             .collect();
+        if let (Some(stacks), Target::Pid(pid)) = (&mut self.stacks, target) {
+            // Its files as mapped now: a process that exits before the
+            // first poll still has its stacks unwound.
+            stacks.watch(crate::process::thread_group(pid).unwrap_or(pid));
+        }
         if let Some(engine) = &mut self.engine {
             return engine.attach(path, &samples, target);
         }
@@ -365,6 +397,7 @@ impl Sampler {
             self.kernel_fetch,
             self.per_cpu,
             self.stack_bytes,
+            self.stacks.is_some(),
             self.features,
         ))
     }
@@ -373,7 +406,11 @@ impl Sampler {
     fn bpf_engine(&self) -> Result<Box<dyn Engine>, Error> {
         crate::engine::perf::tracefs::remove_stale_events();
         let bytes = self.ring_pages as u64 * usdt_runtime::page_size();
-        Ok(Box::new(BpfSampling::new(bytes)?))
+        let stack_bytes = match self.stacks {
+            Some(_) => self.stack_bytes,
+            None => 0,
+        };
+        Ok(Box::new(BpfSampling::new(bytes, stack_bytes)?))
     }
 
     /// Waits up to `timeout` for a ring buffer to fill past its watermark,
@@ -424,13 +461,21 @@ impl Sampler {
             plans,
             seen,
             pending,
+            stacks,
             ..
         } = self;
+        if let Some(stacks) = stacks.as_mut() {
+            stacks.new_round();
+        }
         if let Some(engine) = engine {
             engine.drain(&mut |raw: Option<RawHit<'_>>| {
                 *seen += 1;
                 if let Some((plan, raw)) = raw.and_then(|raw| Some((plans.get(raw.site)?, raw))) {
-                    pending.push(decode(plan, &raw));
+                    let mut hit = decode(plan, &raw);
+                    if let Some(stacks) = stacks.as_mut() {
+                        hit.stack = stacks.stack(raw.pid, &raw.regs, raw.stack);
+                    }
+                    pending.push(hit);
                 }
             });
         }

@@ -158,6 +158,9 @@ pub struct Hit {
     pub name: Arc<str>,
     /// The arguments, in note order.
     pub args: Vec<Value>,
+    /// The user stack at the hit, when the sampler unwinds stacks
+    /// ([`Sampler::stacks`](crate::Sampler::stacks)).
+    pub stack: Option<crate::Stack>,
 }
 
 impl Hit {
