@@ -142,42 +142,14 @@ pub(crate) fn operand_of(
     site: &Site,
     sigs: &Signatures,
 ) -> Result<(usize, Option<Kind>), CliError> {
-    let sig = sigs.of_site(site);
-    if let Some(sig) = sig {
-        if let Some(i) = sig.params.iter().position(|p| p.name == arg) {
-            let operand = sig.operand_indices()[i];
-            return Ok((operand, Some(sig.params[i].kind)));
-        }
+    match sigs.arg_named(site, arg) {
+        Some(named) => Ok((named.operand, named.kind())),
+        None => Err(CliError::NoSuchArg {
+            probe: escape_name(&site.probe()).into_owned(),
+            arg: arg.into(),
+            takes: sigs.arg_names(site),
+        }),
     }
-    if let Some(n) = arg
-        .strip_prefix("arg")
-        .and_then(|n| n.parse::<usize>().ok())
-    {
-        if n < site.args.len() {
-            let kind = sig.and_then(|sig| {
-                let at = sig.operand_indices();
-                at.iter().position(|i| *i == n).map(|p| sig.params[p].kind)
-            });
-            return Ok((n, kind));
-        }
-    }
-    let names = match sig {
-        Some(sig) => {
-            let names: Vec<&str> = sig.params.iter().map(|p| p.name.as_str()).collect();
-            format!(
-                "{} or arg0 to arg{}",
-                names.join(", "),
-                site.args.len().saturating_sub(1)
-            )
-        }
-        None if site.args.is_empty() => "nothing: it has no arguments".into(),
-        None => format!("arg0 to arg{}", site.args.len() - 1),
-    };
-    Err(CliError::NoSuchArg {
-        probe: escape_name(&site.probe()).into_owned(),
-        arg: arg.into(),
-        takes: names,
-    })
 }
 
 /// The operand `arg` names in every one of `sites` (the first site's, with

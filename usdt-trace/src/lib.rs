@@ -119,6 +119,7 @@ mod error;
 mod escape;
 mod exec_watch;
 mod facts;
+mod filter;
 mod follow;
 mod glob;
 mod ldso;
@@ -165,6 +166,7 @@ pub use facts::{
     FeatureReport, ForkTest, ForkVerdict, OptimizedNop, SpeedRates, SpeedTest, FORK_TEST_CACHE,
     SPEED_TEST_CACHE,
 };
+pub use filter::{Filter, FilterError};
 pub use glob::{glob_match, globs_match};
 pub use ldso::shared_libraries;
 pub use placement::{
@@ -188,7 +190,7 @@ pub use stack::{Frame, Stack};
 pub use sys::SyscallError;
 pub use typed::{TypedArgs, TypedValue};
 pub use types::{
-    parse_provider_file, Declarations, ParseError, SignatureSource, Signatures, CATALOG,
+    parse_provider_file, Declarations, NamedArg, ParseError, SignatureSource, Signatures, CATALOG,
 };
 pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5, RISCV64_C_NOP, RISCV64_NOP};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

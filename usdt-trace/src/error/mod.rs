@@ -154,6 +154,13 @@ pub enum Error {
         /// What was given.
         value: String,
     },
+    /// A filter that does not fit a probe it is attached to.
+    Filter {
+        /// The filter as written.
+        filter: String,
+        /// What does not fit, and where in the filter.
+        error: FilterError,
+    },
     /// A DTrace provider file that is not UTF-8 or is malformed.
     ProviderFile {
         /// The file.
@@ -217,6 +224,7 @@ impl fmt::Display for Error {
                 column,
                 message,
             } => write!(f, "{}:{line}:{column}: {message}", path.display()),
+            Error::Filter { filter, error } => write!(f, "the filter `{filter}`: {error}"),
             Error::SameProbe { probe } => {
                 write!(f, "a latency needs two different probes, not {probe} twice")
             }
@@ -246,6 +254,7 @@ impl std::error::Error for Error {
             Error::File { source, .. } => Some(source.as_ref()),
             Error::Bpf(e) | Error::BothEngines { bpf: e, .. } => Some(e),
             Error::Attach(e) => Some(e.as_ref()),
+            Error::Filter { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -284,6 +293,34 @@ impl Error {
         }
     }
 }
+
+/// A filter that does not parse, or does not fit a probe: what is wrong,
+/// and where (the 1-based column, in characters, of the filter's text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterError {
+    /// Where.
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl FilterError {
+    pub(crate) fn at(column: usize, message: impl Into<String>) -> FilterError {
+        FilterError {
+            column,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FilterError {
+    /// `column 12: ...`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "column {}: {}", self.column, self.message)
+    }
+}
+
+impl std::error::Error for FilterError {}
 
 /// Attaching one probe site failed.
 #[derive(Debug)]

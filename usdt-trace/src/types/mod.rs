@@ -26,8 +26,8 @@ pub use catalog::CATALOG;
 pub use dfile::{parse_provider_file, ParseError};
 
 use crate::elf::note::Site;
-use crate::elf::signature::{read_file_signatures, Signature};
-use crate::sample::Hit;
+use crate::elf::signature::{read_file_signatures, Kind, Param, Signature};
+use crate::sample::value::Hit;
 use crate::Error;
 
 /// Where a probe's argument names and types come from.
@@ -155,6 +155,23 @@ impl Declarations {
     }
 }
 
+/// An argument of a probe, found by the name a user wrote
+/// ([`Signatures::arg_named`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedArg<'a> {
+    /// Its note operand (the first, for a byte slice's address).
+    pub operand: usize,
+    /// Its parameter in the probe's signature, if the probe has one.
+    pub param: Option<&'a Param>,
+}
+
+impl NamedArg<'_> {
+    /// The parameter's kind, if recorded or declared.
+    pub fn kind(&self) -> Option<Kind> {
+        self.param.map(|p| p.kind)
+    }
+}
+
 /// The names and types of the probes of a set of files: their signature
 /// records, by `provider:name`, over [`Declarations`]. What `usdt list`,
 /// `usdt trace` and the aggregations look probes up in.
@@ -245,6 +262,48 @@ impl Signatures {
             .map(|(sig, _)| sig)
     }
 
+    /// The note operand of `site` that `name` names, as a user writes it:
+    /// a parameter of the probe's signature, or `argN` (an operand
+    /// index); with the parameter's signature (its kind and type as
+    /// written), when there is one. `None` when the probe has no such
+    /// argument ([`Signatures::arg_names`] says what it has).
+    pub fn arg_named(&self, site: &Site, name: &str) -> Option<NamedArg<'_>> {
+        let sig = self.of_site(site);
+        let at = sig.map(Signature::operand_indices).unwrap_or_default();
+        if let Some(sig) = sig {
+            if let Some(i) = sig.params.iter().position(|p| p.name == name) {
+                return Some(NamedArg {
+                    operand: at[i],
+                    param: Some(&sig.params[i]),
+                });
+            }
+        }
+        let n = name.strip_prefix("arg")?.parse::<usize>().ok()?;
+        if n >= site.args.len() {
+            return None;
+        }
+        let param = sig.and_then(|sig| {
+            let p = at.iter().position(|i| *i == n)?;
+            sig.params.get(p)
+        });
+        Some(NamedArg { operand: n, param })
+    }
+
+    /// What the arguments of `site` are called, for a message about a name
+    /// it does not have: `id, path or arg0 to arg1`, `arg0 to arg2`, or
+    /// `nothing: it has no arguments`.
+    pub fn arg_names(&self, site: &Site) -> String {
+        let last = site.args.len().saturating_sub(1);
+        match self.of_site(site) {
+            Some(sig) => {
+                let names: Vec<&str> = sig.params.iter().map(|p| p.name.as_str()).collect();
+                format!("{} or arg0 to arg{last}", names.join(", "))
+            }
+            None if site.args.is_empty() => "nothing: it has no arguments".into(),
+            None => format!("arg0 to arg{last}"),
+        }
+    }
+
     /// Whether there are no records and no declarations.
     pub fn is_empty(&self) -> bool {
         self.by_probe.is_empty() && self.declared.is_empty()
@@ -254,7 +313,6 @@ impl Signatures {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elf::signature::{Kind, Param};
 
     fn sig(provider: &str, name: &str, params: &[(&str, Kind)]) -> Signature {
         Signature {
