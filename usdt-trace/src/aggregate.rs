@@ -27,10 +27,11 @@
 use std::path::Path;
 
 use crate::engine::aggregating::{
-    AggregateSite, Aggregating, Kind as AggKind, Role, BUCKETS, COUNT, LOST, MAX, NEGATIVE,
-    STRING_KEY, SUM, UNMATCHED, UNREADABLE,
+    AggregateSite, Aggregating, Kind as AggKind, Role, BUCKETS, BY_FULL, BY_VALUES, COUNT, LOST,
+    MAX, NEGATIVE, STRING_KEY, SUM, UNMATCHED, UNREADABLE,
 };
 use crate::engine::{aggregator, AttachPoint, Target};
+use crate::filter::{Binder, Filter};
 use crate::{Error, KernelFeatures, Site};
 
 /// What pairs a latency's end with its start.
@@ -156,6 +157,25 @@ pub enum CountedValue {
     Str(Vec<u8>),
 }
 
+impl CountedValue {
+    /// The value of a key the kernel kept: a string's bytes to its NUL,
+    /// or an 8-byte integer.
+    fn of(key: &[u8], strings: bool, signed: bool) -> CountedValue {
+        if strings {
+            let end = key.iter().position(|b| *b == 0).unwrap_or(key.len());
+            return CountedValue::Str(key[..end].to_vec());
+        }
+        let mut b = [0u8; 8];
+        let n = key.len().min(8);
+        b[..n].copy_from_slice(&key[..n]);
+        let v = u64::from_ne_bytes(b);
+        match signed {
+            true => CountedValue::Signed(v as i64),
+            false => CountedValue::Unsigned(v),
+        }
+    }
+}
+
 impl std::fmt::Display for CountedValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -173,6 +193,7 @@ enum What {
         start: String,
         end: String,
         key: LatencyKey,
+        by: Option<By>,
     },
     Histogram {
         arg: usize,
@@ -182,6 +203,18 @@ enum What {
         strings: bool,
         signed: bool,
     },
+}
+
+/// The start argument a latency keeps a histogram per value of.
+#[derive(Clone, Copy, Debug)]
+struct By {
+    /// Its note operand in the start probe.
+    arg: usize,
+    /// The operand is the address of a string (its first
+    /// [`Aggregation::STRING_BYTES`] are the value).
+    strings: bool,
+    /// How an integer shows.
+    signed: bool,
 }
 
 /// One aggregation in the kernel: its maps and one uprobe_multi link per
@@ -194,11 +227,20 @@ pub struct Aggregation {
     point: AttachPoint,
     features: KernelFeatures,
     sites: usize,
+    /// The filters of the value sites (a latency's starts), and of a
+    /// latency's ends.
+    filters: [Option<Filter>; 2],
 }
 
 impl Aggregation {
     /// The bytes of a string that are counted: longer strings are cut.
     pub const STRING_BYTES: usize = STRING_KEY;
+
+    /// How many values a latency per value keeps, each with its
+    /// histogram ([`Aggregation::latency_by`]): the pairs of a value first
+    /// seen once the map holds them all are in the total only
+    /// ([`Aggregation::values_not_kept`]).
+    pub const BY_VALUES: usize = BY_VALUES;
 
     fn new(kind: AggKind, what: What, point: AttachPoint) -> Result<Aggregation, Error> {
         Ok(Aggregation {
@@ -207,7 +249,33 @@ impl Aggregation {
             point,
             features: crate::placement::features_for(point),
             sites: 0,
+            filters: [None, None],
         })
+    }
+
+    /// Aggregates only the hits for which `filter` holds: the sites of a
+    /// histogram or of counts per value, both probes of a latency (its
+    /// names bound at each site by the probe's signature: the filter's
+    /// signatures and the attached file's records). It runs in the
+    /// program before anything is kept: a hit that fails it takes no map
+    /// slot. An end that fails it forgets its start, uncounted.
+    pub fn filter(mut self, filter: Filter) -> Aggregation {
+        self.filters = [Some(filter.clone()), Some(filter)];
+        self
+    }
+
+    /// [`Aggregation::filter`] for a latency's starts only: a start that
+    /// fails it is not kept, so that its end is unmatched.
+    pub fn filter_start(mut self, filter: Filter) -> Aggregation {
+        self.filters[0] = Some(filter);
+        self
+    }
+
+    /// [`Aggregation::filter`] for a latency's ends only: an end that
+    /// fails it forgets its start, and the pair is not in the histogram.
+    pub fn filter_end(mut self, filter: Filter) -> Aggregation {
+        self.filters[1] = Some(filter);
+        self
     }
 
     /// The time from each hit of probe `start` (`provider:name`) to the
@@ -227,8 +295,41 @@ impl Aggregation {
             start: start.into(),
             end: end.into(),
             key,
+            by: None,
         };
         Aggregation::new(AggKind::Latency, what, point)
+    }
+
+    /// [`Aggregation::latency`], with a histogram per value of note
+    /// operand `by` of the start probe as well: an integer (`signed` says
+    /// how to show it), or with `strings` the string it points at (its
+    /// first [`Aggregation::STRING_BYTES`]). At most
+    /// [`Aggregation::BY_VALUES`] values are kept.
+    pub fn latency_by(
+        start: &str,
+        end: &str,
+        key: LatencyKey,
+        by: usize,
+        strings: bool,
+        signed: bool,
+        point: AttachPoint,
+    ) -> Result<Aggregation, Error> {
+        if start == end {
+            return Err(Error::SameProbe {
+                probe: start.into(),
+            });
+        }
+        let what = What::Latency {
+            start: start.into(),
+            end: end.into(),
+            key,
+            by: Some(By {
+                arg: by,
+                strings,
+                signed,
+            }),
+        };
+        Aggregation::new(AggKind::LatencyBy { strings }, what, point)
     }
 
     /// A log2 histogram of note operand `arg` of the attached sites.
@@ -267,9 +368,13 @@ impl Aggregation {
         sites: &[&Site],
         target: Target,
     ) -> Result<(), Error> {
+        let binders = self
+            .filters
+            .each_ref()
+            .map(|f| f.as_ref().map(|f| f.binder(path.as_ref())));
         let sites = sites
             .iter()
-            .map(|site| self.aggregated(site))
+            .map(|site| self.aggregated(site, &binders))
             .collect::<Result<Vec<_>, Error>>()?;
         let attached =
             self.agg
@@ -302,53 +407,84 @@ impl Aggregation {
             .agg
             .values()?
             .into_iter()
-            .map(|(key, n)| {
-                let value = if strings {
-                    let end = key.iter().position(|b| *b == 0).unwrap_or(key.len());
-                    CountedValue::Str(key[..end].to_vec())
-                } else {
-                    let mut b = [0u8; 8];
-                    b.copy_from_slice(&key[..8]);
-                    let v = u64::from_ne_bytes(b);
-                    if signed {
-                        CountedValue::Signed(v as i64)
-                    } else {
-                        CountedValue::Unsigned(v)
-                    }
-                };
-                (value, n)
-            })
+            .map(|(key, n)| (CountedValue::of(&key, strings, signed), n))
             .collect();
         out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Ok(out)
     }
 
-    /// What the hits of `site` do, and which operand they read.
-    fn aggregated<'s>(&self, site: &'s Site) -> Result<AggregateSite<'s>, Error> {
+    /// The histogram of each value of a latency per value so far, the
+    /// most counted first (empty unless made by
+    /// [`Aggregation::latency_by`]). Their sum is
+    /// [`Aggregation::histogram`] but for the pairs whose value was not
+    /// kept ([`Aggregation::values_not_kept`]).
+    pub fn histograms_by(&self) -> Result<Vec<(CountedValue, Histogram)>, Error> {
+        let What::Latency { by: Some(by), .. } = &self.what else {
+            return Ok(vec![]);
+        };
+        let mut out: Vec<(CountedValue, Histogram)> = self
+            .agg
+            .histograms()?
+            .into_iter()
+            .map(|(key, slots)| {
+                let h = Histogram::from_stats(&slots);
+                (CountedValue::of(&key, by.strings, by.signed), h)
+            })
+            .collect();
+        out.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
+        Ok(out)
+    }
+
+    /// The pairs of a latency per value whose value was new when the map
+    /// already held [`Aggregation::BY_VALUES`]: in the total histogram, in
+    /// no value's.
+    pub fn values_not_kept(&self) -> Result<u64, Error> {
+        Ok(self.agg.stats()?.get(BY_FULL).copied().unwrap_or(0))
+    }
+
+    /// What the hits of `site` do, which operand they read, and the
+    /// filter they pass (bound by `binders`, of the value sites and of the
+    /// ends).
+    fn aggregated<'s>(
+        &self,
+        site: &'s Site,
+        binders: &[Option<Binder<'_>>; 2],
+    ) -> Result<AggregateSite<'s>, Error> {
         let probe = site.probe();
-        let (role, arg, string) = match &self.what {
-            What::Latency { start, end, key } => {
-                let (role, arg) = if probe == *start {
-                    (Role::Start, key_arg(key, true))
+        let (role, arg, string, by) = match &self.what {
+            What::Latency {
+                start,
+                end,
+                key,
+                by,
+            } => {
+                if probe == *start {
+                    (Role::Start, key_arg(key, true), false, by.map(|b| b.arg))
                 } else if probe == *end {
-                    (Role::End, key_arg(key, false))
+                    (Role::End, key_arg(key, false), false, None)
                 } else {
                     return Err(Error::NotStartOrEnd {
                         probe,
                         start: start.clone(),
                         end: end.clone(),
                     });
-                };
-                (role, arg, false)
+                }
             }
-            What::Histogram { arg } => (Role::Record, Some(*arg), false),
-            What::Count { arg, strings, .. } => (Role::Count, Some(*arg), *strings),
+            What::Histogram { arg } => (Role::Record, Some(*arg), false, None),
+            What::Count { arg, strings, .. } => (Role::Count, Some(*arg), *strings, None),
+        };
+        let binder = &binders[usize::from(role == Role::End)];
+        let filter = match binder {
+            Some(b) => Some(b.site(site)?),
+            None => None,
         };
         Ok(AggregateSite {
             site,
             role,
             arg,
             string,
+            filter,
+            by,
         })
     }
 }

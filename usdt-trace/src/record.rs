@@ -5,7 +5,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::command::ExitStatus;
-use crate::engine::AttachPoint;
+use crate::engine::{AttachPoint, Picked};
+use crate::filter::Filter;
 use crate::run::{Attacher, Ended, Run, SessionSampler, TICK};
 use crate::sample::{Hit, Sampler, Value};
 use crate::session::{NewObject, Session};
@@ -35,6 +36,9 @@ pub struct Recorder {
     point: AttachPoint,
     kernel_fetch: bool,
     force_sites: bool,
+    filter: Option<Filter>,
+    ring_pages: Option<usize>,
+    engine: Option<Picked>,
 }
 
 /// What a recorded command did.
@@ -60,7 +64,30 @@ impl Recorder {
             point: AttachPoint::Auto,
             kernel_fetch: true,
             force_sites: false,
+            filter: None,
+            ring_pages: None,
+            engine: None,
         }
+    }
+
+    /// Samples with the engines `picked` (see [`Sampler::engine`]; by
+    /// default perf events).
+    pub fn engine(mut self, picked: Picked) -> Recorder {
+        self.engine = Some(picked);
+        self
+    }
+
+    /// Records only the hits for which `filter` holds (see
+    /// [`Sampler::filter`]).
+    pub fn filter(mut self, filter: Filter) -> Recorder {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// The ring buffer's data pages (see [`Sampler::ring_pages`]).
+    pub fn ring_pages(mut self, pages: usize) -> Recorder {
+        self.ring_pages = Some(pages);
+        self
     }
 
     /// The command's arguments.
@@ -120,6 +147,15 @@ impl Recorder {
             .kernel_fetch(self.kernel_fetch);
         for (glob, index) in &self.strings {
             sampler = sampler.string_arg(glob, *index);
+        }
+        if let Some(filter) = &self.filter {
+            sampler = sampler.filter(filter.clone());
+        }
+        if let Some(pages) = self.ring_pages {
+            sampler = sampler.ring_pages(pages);
+        }
+        if let Some(picked) = &self.engine {
+            sampler = sampler.engine(picked.clone());
         }
         let mut attacher = Recorded {
             recorder: self,

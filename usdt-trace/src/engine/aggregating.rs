@@ -11,6 +11,7 @@ use std::path::Path;
 
 use super::{AttachPoint, Target};
 use crate::elf::note::Site;
+use crate::filter::SiteFilter;
 use crate::{Error, KernelFeatures};
 
 /// What an aggregation keeps.
@@ -18,6 +19,10 @@ use crate::{Error, KernelFeatures};
 pub(crate) enum Kind {
     /// Start times by key, and a histogram of the time to the end.
     Latency,
+    /// [`Kind::Latency`], and a histogram per value of a start argument:
+    /// an integer, or with `strings` the string it points at (its first
+    /// [`STRING_KEY`] bytes).
+    LatencyBy { strings: bool },
     /// A histogram of values.
     Histogram,
     /// Counts per integer value.
@@ -41,7 +46,7 @@ pub(crate) enum Role {
 
 /// One site to aggregate, engine-neutral: its role, and the note operand
 /// it reads (`None`: the thread is the key).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct AggregateSite<'a> {
     pub(crate) site: &'a Site,
     pub(crate) role: Role,
@@ -49,6 +54,12 @@ pub(crate) struct AggregateSite<'a> {
     /// The operand is the address of a NUL-terminated string, which is
     /// the value (counted per value only).
     pub(crate) string: bool,
+    /// The filter a hit must pass to count; one that fails does nothing
+    /// (an end that fails still forgets its start).
+    pub(crate) filter: Option<SiteFilter>,
+    /// For a start of [`Kind::LatencyBy`]: the operand whose value keys
+    /// the pair's histogram.
+    pub(crate) by: Option<usize>,
 }
 
 /// The totals an engine reads back, as slots: [`BUCKETS`] log2 buckets
@@ -69,6 +80,12 @@ pub(crate) const LOST: usize = 69;
 pub(crate) const NEGATIVE: usize = 70;
 /// Hits whose argument could not be read.
 pub(crate) const UNREADABLE: usize = 71;
+/// Pairs of [`Kind::LatencyBy`] whose value was new when the map of values
+/// was full: in the total, in no value's histogram.
+pub(crate) const BY_FULL: usize = 72;
+
+/// The values of [`Kind::LatencyBy`] kept, each with its histogram.
+pub(crate) const BY_VALUES: usize = 1024;
 
 /// The bytes of a counted string: longer strings are cut.
 pub(crate) const STRING_KEY: usize = 64;
@@ -76,6 +93,9 @@ pub(crate) const STRING_KEY: usize = 64;
 /// Each counted value's key bytes (8 for an integer, a string's bytes up
 /// to a NUL) and its count.
 pub(crate) type RawCounts = Vec<(Vec<u8>, u64)>;
+
+/// Each value's key bytes and its histogram's slots (as [`Aggregating::stats`]).
+pub(crate) type RawHistograms = Vec<(Vec<u8>, Vec<u64>)>;
 
 /// What an engine does to aggregate hits.
 pub(crate) trait Aggregating: Debug {
@@ -94,4 +114,7 @@ pub(crate) trait Aggregating: Debug {
     fn stats(&self) -> Result<Vec<u64>, Error>;
     /// Every counted value so far (none for kinds that count no values).
     fn values(&self) -> Result<RawCounts, Error>;
+    /// Every value of [`Kind::LatencyBy`] so far with its histogram (none
+    /// for other kinds).
+    fn histograms(&self) -> Result<RawHistograms, Error>;
 }

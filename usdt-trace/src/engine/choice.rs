@@ -20,6 +20,7 @@ use super::perf::counter::PerfCounter;
 use super::{AttachPoint, Counting, EngineKind, Target};
 use crate::elf::arg::Machine;
 use crate::elf::note::Site;
+use crate::filter::Filter;
 use crate::Error;
 
 /// The engine a caller asks for. With the `clap` feature it is a
@@ -173,6 +174,9 @@ pub(crate) fn attach_first<T>(
     })
 }
 
+/// Why perf events cannot count with a filter.
+pub(crate) const PERF_FILTERS: &str = "perf events count every hit of their uprobe in the kernel, so a filter needs the BPF engine (uprobe_multi links, Linux 6.6+)";
+
 /// An aggregation of `kind`, nothing attached, in the engine that keeps
 /// it: BPF, the one whose programs keep maps in the kernel (perf events
 /// send every hit to user space).
@@ -212,6 +216,30 @@ impl Counter {
             EngineKind::Perf => {
                 <PerfCounter as Counting>::attach(files, point, target, cancelled).map(boxed)
             }
+        })
+    }
+
+    /// [`Counter::attach`], counting only the hits for which `filter`
+    /// holds. The filter runs in the BPF program before it counts; perf
+    /// events count every hit in the kernel and cannot: with perf alone,
+    /// an error (with Auto's fallback on perf, the error says both).
+    pub fn attach_filtered(
+        picked: &Picked,
+        files: &[(PathBuf, Vec<&Site>)],
+        point: AttachPoint,
+        target: Target,
+        filter: &Filter,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Option<Counter>, Error> {
+        if cancelled() {
+            return Ok(None);
+        }
+        attach_first(&picked.engines, |kind| match kind {
+            EngineKind::Bpf => {
+                let counter = ProbeCounter::attach_filtered(files, point, target, filter)?;
+                Ok((!cancelled()).then(|| Counter(Box::new(counter))))
+            }
+            EngineKind::Perf => Err(Error::Unsupported(PERF_FILTERS.into())),
         })
     }
 

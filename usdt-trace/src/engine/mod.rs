@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::arch::Arch;
 use crate::elf::arg::{Arg, Machine};
 use crate::elf::note::Site;
+use crate::filter::SiteFilter;
 use crate::Error;
 
 pub(crate) mod aggregating;
@@ -77,6 +78,9 @@ pub(crate) struct SampleSite<'a> {
     pub(crate) bytes: &'a [bool],
     /// The uprobe's link-time address.
     pub(crate) attach_addr: u64,
+    /// The filter its hits must pass, if any: an engine that cannot run it
+    /// at the hit samples every hit, and the sampler tests them.
+    pub(crate) filter: Option<&'a SiteFilter>,
 }
 
 #[cfg(test)]
@@ -102,6 +106,7 @@ impl<'a> SampleSite<'a> {
             strings,
             bytes: &[],
             attach_addr: 0,
+            filter: None,
         }
     }
 }

@@ -46,6 +46,7 @@ use std::time::Duration;
 
 use crate::elf::note::Site;
 use crate::engine::bpf::sampling::BpfSampling;
+use crate::filter::Filter;
 use crate::engine::perf::sampling::PerfSampling;
 use crate::engine::{attach_first, path_cstring, Engine, EngineKind, Picked, SampleSite, Uprobe};
 use crate::glob::glob_match;
@@ -105,6 +106,8 @@ pub struct Sampler {
     stacks: Option<Stacks>,
     /// The engine, from the first attach on.
     engine: Option<Box<dyn Engine>>,
+    /// The filter every hit must pass ([`Sampler::filter`]).
+    filter: Option<Filter>,
     /// Hits counted but never sampled (known after a drain).
     unsampled: u64,
     /// Sample records read so far.
@@ -136,6 +139,7 @@ impl Sampler {
             kernel_fetch: true,
             stacks: None,
             engine: None,
+            filter: None,
             unsampled: 0,
             seen: 0,
             pending: vec![],
@@ -257,6 +261,19 @@ impl Sampler {
         self
     }
 
+    /// Samples only the hits for which `filter` holds, on the sites
+    /// attached afterwards (each site's names bound by its probe's
+    /// signature: the filter's signatures and the file's records; a name a
+    /// probe does not have is an error at attach). The BPF engine runs it
+    /// in its program, before it takes a record: a hit that fails it costs
+    /// no ring space. The perf engine samples every hit and the sampler
+    /// drops those that fail it, decoded, here: they take ring space (and
+    /// may be lost when the ring is full) all the same.
+    pub fn filter(mut self, filter: Filter) -> Sampler {
+        self.filter = Some(filter);
+        self
+    }
+
     /// Gives each hit its user stack ([`Hit::stack`]), unwound and
     /// symbolized in this process ([`Stack`](crate::Stack)): every sample then copies the
     /// instruction, stack and frame pointers and [`Sampler::stack_bytes`]
@@ -327,12 +344,24 @@ impl Sampler {
     ) -> Result<(), Error> {
         let first = self.plans.len();
         let mut chosen = vec![];
+        let binder = self.filter.as_ref().map(|f| f.binder(path));
         for site in sites {
             let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path, target)?;
             if !self.attached.insert((path.into(), uprobe.offset, target)) {
                 continue; // one uprobe per address
             }
             let mut plan = self.plan(site);
+            if let Some(binder) = &binder {
+                let filter = binder.site(site)?;
+                // Its strings are read at the hit, for the sampler to
+                // test them where the engine does not.
+                for i in &filter.strings {
+                    if let Some(s) = plan.strings.get_mut(*i) {
+                        *s = true;
+                    }
+                }
+                plan.filter = Some(filter);
+            }
             let from_location = uprobe
                 .offset
                 .wrapping_sub(site.location_offset.unwrap_or(0));
@@ -355,6 +384,7 @@ impl Sampler {
                 strings: &plan.strings,
                 bytes: &plan.bytes,
                 attach_addr: plan.attach_addr,
+                filter: plan.filter.as_ref(),
             })
             .collect();
         if let (Some(stacks), Target::Pid(pid)) = (&mut self.stacks, target) {
@@ -468,10 +498,15 @@ impl Sampler {
             stacks.new_round();
         }
         if let Some(engine) = engine {
+            // BPF runs the filters at the hit; perf samples every hit.
+            let filtered = engine.kind() == EngineKind::Bpf;
             engine.drain(&mut |raw: Option<RawHit<'_>>| {
                 *seen += 1;
                 if let Some((plan, raw)) = raw.and_then(|raw| Some((plans.get(raw.site)?, raw))) {
                     let mut hit = decode(plan, &raw);
+                    if !filtered && !plan.passes(&hit) {
+                        return;
+                    }
                     if let Some(stacks) = stacks.as_mut() {
                         hit.stack = stacks.stack(raw.pid, &raw.regs, raw.stack);
                     }

@@ -10,6 +10,7 @@ use super::{Hit, Value};
 use crate::arch::Arch;
 use crate::elf::arg::Arg;
 use crate::elf::note::Site;
+use crate::filter::{Seen, SiteFilter};
 
 /// How to decode the samples of one site.
 #[derive(Debug)]
@@ -28,6 +29,8 @@ pub(super) struct Plan {
     /// The link-time address of the uprobe: the sampled instruction pointer
     /// minus this is the load bias.
     pub(super) attach_addr: u64,
+    /// The filter its hits must pass ([`Sampler::filter`](super::Sampler::filter)).
+    pub(super) filter: Option<SiteFilter>,
 }
 
 impl Plan {
@@ -40,7 +43,21 @@ impl Plan {
             strings,
             bytes,
             attach_addr: site.location,
+            filter: None,
         }
+    }
+
+    /// Whether `hit` (of this plan's site) passes its filter, judged in
+    /// user space: for an engine that does not run it at the hit.
+    pub(super) fn passes(&self, hit: &Hit) -> bool {
+        let Some(filter) = &self.filter else {
+            return true;
+        };
+        filter.matches(&|i| match hit.args.get(i) {
+            Some(Value::Int(n)) => Seen::Int(*n),
+            Some(Value::Str { bytes, truncated }) => Seen::Str(bytes, *truncated),
+            _ => Seen::Other,
+        })
     }
 
     /// A hit of this plan's probe.

@@ -27,11 +27,12 @@
 use super::asm::{
     add64_imm, add64_reg, and64_imm, arsh64_imm, atomic_add64, call, exit, load, load_map_fd,
     lsh64_imm, mov64_imm, mov64_reg, rsh64_imm, store, store32, sub64_reg, Asm, Cmp, Insn, Label,
-    Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9,
+    Reg, Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9,
 };
 use crate::elf::arg::{Operand, RegWidth};
+use super::filter::{self, Code};
 use crate::engine::aggregating::{
-    Role, COUNT, LOST, MAX, NEGATIVE, STRING_KEY, SUM, UNMATCHED, UNREADABLE,
+    Role, BY_FULL, COUNT, LOST, MAX, NEGATIVE, STRING_KEY, SUM, UNMATCHED, UNREADABLE,
 };
 use crate::sys::bpf::helper::{
     GET_ATTACH_COOKIE, GET_CURRENT_PID_TGID, KTIME_GET_NS, MAP_DELETE_ELEM, MAP_LOOKUP_ELEM,
@@ -58,9 +59,16 @@ const KEY_AT: i16 = -32;
 const VALUE_AT: i16 = -40;
 /// A string key of `values`.
 const STRING_AT: i16 = -40 - STRING_KEY as i16;
+/// The value of `starts` with a value per pair: the start time, then the
+/// value (8 bytes, or a string of [`STRING_KEY`]).
+const BY_START_AT: i16 = STRING_AT - 8 - 8 - STRING_KEY as i16;
+/// The key of `by`: the pair's value, copied from its start.
+const BY_KEY_AT: i16 = -256;
+const _: () = assert!(BY_KEY_AT + STRING_KEY as i16 <= BY_START_AT);
+const _: () = assert!(super::filter::SCRATCH_AT + 256 <= BY_KEY_AT);
 
 /// Where an argument's value is at the hit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Source {
     /// The thread (`bpf_get_current_pid_tgid`: process and thread id).
     Thread,
@@ -79,7 +87,7 @@ pub(crate) enum Source {
 }
 
 /// How a site reads the argument it aggregates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Read {
     pub(crate) source: Source,
     /// The value's bytes: 1, 2, 4 or 8.
@@ -100,15 +108,27 @@ impl Read {
     };
 }
 
-/// A site's role and how it reads: sites with the same variant share code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A site's role, how it reads, the filter its hits pass and, for a start
+/// of a latency per value, how it reads the value: sites with the same
+/// variant share code.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Variant {
     pub(crate) role: Role,
     pub(crate) read: Read,
+    pub(crate) filter: Option<Code>,
+    pub(crate) by: Option<Read>,
+}
+
+impl Variant {
+    /// Whether its code can find memory it cannot read (and count it).
+    fn reads_memory(&self) -> bool {
+        let memory = |r: &Read| r.string || matches!(r.source, Source::Memory { .. });
+        memory(&self.read) || self.by.as_ref().is_some_and(memory)
+    }
 }
 
 /// One site to attach: its uprobe, its semaphore and its variant.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct AggSite {
     pub(crate) offset: u64,
     pub(crate) ref_ctr_offset: Option<u64>,
@@ -121,6 +141,12 @@ pub(crate) struct Maps {
     pub(crate) stats: i32,
     pub(crate) starts: i32,
     pub(crate) values: i32,
+    /// A latency per value: the histogram of each value (a hash map), and
+    /// the zeroed histogram a new value starts from (an array of one).
+    pub(crate) by: i32,
+    pub(crate) zero: i32,
+    /// Whether the values of `by` are strings (else integers).
+    pub(crate) by_strings: bool,
 }
 
 /// The program for `variants` (site cookie `i` is `variants[i]`).
@@ -142,10 +168,14 @@ pub(crate) fn aggregate_program(maps: &Maps, variants: &[Variant]) -> Result<Vec
     a.jump(done);
     for (variant, entry) in variants.iter().zip(entries) {
         a.bind(entry);
+        let drop = a.label();
+        if let Some(code) = &variant.filter {
+            filter::emit(&mut a, code, drop);
+        }
         read_value(&mut a, &variant.read, unreadable);
         match variant.role {
-            Role::Start => start(&mut a, maps, done),
-            Role::End => end(&mut a, maps, done),
+            Role::Start => start(&mut a, maps, variant.by.as_ref(), unreadable, done),
+            Role::End => end(&mut a, maps, variant.by.is_some(), done),
             Role::Record => {
                 if variant.read.signed {
                     let negative = a.label();
@@ -179,13 +209,26 @@ pub(crate) fn aggregate_program(maps: &Maps, variants: &[Variant]) -> Result<Vec
                 count_key(&mut a, maps, KEY_AT, done);
             }
         }
+        // A hit its filter drops does nothing, but for an end, which
+        // forgets its start (else the map would keep it).
+        if variant.filter.is_some() {
+            a.bind(drop);
+            if variant.role == Role::End {
+                read_value(&mut a, &variant.read, done);
+                start_key(&mut a);
+                a.push(load_map_fd(R1, maps.starts));
+                a.push([
+                    mov64_reg(R2, R10),
+                    add64_imm(R2, KEY_AT.into()),
+                    call(MAP_DELETE_ELEM),
+                ]);
+            }
+            a.jump(done);
+        }
     }
     // Only where something jumps to it: the verifier refuses unreachable
     // instructions.
-    let reads_memory = variants
-        .iter()
-        .any(|v| v.read.string || matches!(v.read.source, Source::Memory { .. }));
-    if reads_memory {
+    if variants.iter().any(Variant::reads_memory) {
         a.bind(unreadable);
         stat_add(&mut a, maps, UNREADABLE, done);
     }
@@ -197,17 +240,24 @@ pub(crate) fn aggregate_program(maps: &Maps, variants: &[Variant]) -> Result<Vec
 /// `r8 = ` the argument (sign- or zero-extended from its size); to
 /// `unreadable` when its memory cannot be read.
 fn read_value(a: &mut Asm, read: &Read, unreadable: Label) {
+    load_operand(a, read, R8, unreadable);
+}
+
+/// `dst = ` the argument `read` reads, from the context in r6 (sign- or
+/// zero-extended from its size); to `unreadable` when its memory cannot
+/// be read. Uses r0 to r3 and the stack at [`READ_AT`].
+pub(crate) fn load_operand(a: &mut Asm, read: &Read, dst: Reg, unreadable: Label) {
     let reg_at = |pt: u8| (pt as i16) * 8;
     match read.source {
         Source::Thread => {
-            a.push([call(GET_CURRENT_PID_TGID), mov64_reg(R8, R0)]);
+            a.push([call(GET_CURRENT_PID_TGID), mov64_reg(dst, R0)]);
             return;
         }
-        Source::Immediate(v) => a.push([mov64_imm(R8, v)]),
+        Source::Immediate(v) => a.push([mov64_imm(dst, v)]),
         Source::Register { pt, high8 } => {
-            a.push([load(Size::DW, R8, R6, reg_at(pt))]);
+            a.push([load(Size::DW, dst, R6, reg_at(pt))]);
             if high8 {
-                a.push([rsh64_imm(R8, 8)]);
+                a.push([rsh64_imm(dst, 8)]);
             }
         }
         Source::Memory {
@@ -236,16 +286,16 @@ fn read_value(a: &mut Asm, read: &Read, unreadable: Label) {
                 call(PROBE_READ_USER),
             ]);
             a.jump_if(R0, Cmp::Ne, 0, unreadable);
-            a.push([load(Size::DW, R8, R10, READ_AT)]);
+            a.push([load(Size::DW, dst, R10, READ_AT)]);
         }
     }
     if read.size < 8 {
         let shift = 64 - 8 * i32::from(read.size.max(1));
-        a.push([lsh64_imm(R8, shift)]);
+        a.push([lsh64_imm(dst, shift)]);
         a.push([if read.signed && !read.string {
-            arsh64_imm(R8, shift)
+            arsh64_imm(dst, shift)
         } else {
-            rsh64_imm(R8, shift)
+            rsh64_imm(dst, shift)
         }]);
     }
 }
@@ -260,16 +310,43 @@ fn start_key(a: &mut Asm) {
     ]);
 }
 
-/// A start: `starts[key] = now`, or a lost start when the map is full.
-fn start(a: &mut Asm, maps: &Maps, done: Label) {
+/// A start: `starts[key] = now` (and, with `by`, the value the pair's
+/// histogram is kept under), or a lost start when the map is full.
+fn start(a: &mut Asm, maps: &Maps, by: Option<&Read>, unreadable: Label, done: Label) {
     start_key(a);
-    a.push([call(KTIME_GET_NS), store(Size::DW, R10, VALUE_AT, R0)]);
+    let value = match by {
+        None => VALUE_AT,
+        Some(_) => BY_START_AT,
+    };
+    a.push([call(KTIME_GET_NS), store(Size::DW, R10, value, R0)]);
+    match by {
+        None => {}
+        Some(by) if by.string => {
+            // Zeroed first: the key of `by` is all the bytes.
+            a.push([mov64_imm(R1, 0)]);
+            for i in 0..(STRING_KEY / 8) as i16 {
+                a.push([store(Size::DW, R10, value + 8 + i * 8, R1)]);
+            }
+            load_operand(a, by, R3, unreadable);
+            a.push([
+                mov64_reg(R1, R10),
+                add64_imm(R1, (value + 8).into()),
+                mov64_imm(R2, STRING_KEY as i32),
+                call(PROBE_READ_USER_STR),
+            ]);
+            a.jump_if(R0, Cmp::Slt, 0, unreadable);
+        }
+        Some(by) => {
+            load_operand(a, by, R1, unreadable);
+            a.push([store(Size::DW, R10, value + 8, R1)]);
+        }
+    }
     a.push(load_map_fd(R1, maps.starts));
     a.push([
         mov64_reg(R2, R10),
         add64_imm(R2, KEY_AT.into()),
         mov64_reg(R3, R10),
-        add64_imm(R3, VALUE_AT.into()),
+        add64_imm(R3, value.into()),
         mov64_imm(R4, 0),
         call(MAP_UPDATE_ELEM),
     ]);
@@ -277,11 +354,12 @@ fn start(a: &mut Asm, maps: &Maps, done: Label) {
     stat_add(a, maps, LOST, done);
 }
 
-/// An end: the time since its key's start goes to the histogram, and the
-/// start is removed; without a start, an unmatched end.
-fn end(a: &mut Asm, maps: &Maps, done: Label) {
+/// An end: the time since its key's start goes to the histogram (and,
+/// `by`, to the histogram of the start's value), and the start is
+/// removed; without a start, an unmatched end.
+fn end(a: &mut Asm, maps: &Maps, by: bool, done: Label) {
     let found = a.label();
-    let skewed = a.label();
+    let ordered = a.label();
     a.push([call(KTIME_GET_NS), mov64_reg(R9, R0)]);
     start_key(a);
     a.push(load_map_fd(R1, maps.starts));
@@ -294,6 +372,16 @@ fn end(a: &mut Asm, maps: &Maps, done: Label) {
     stat_add(a, maps, UNMATCHED, done);
     a.bind(found);
     a.push([load(Size::DW, R1, R0, 0), sub64_reg(R9, R1)]);
+    if by {
+        // The value, before its start is removed.
+        let words = maps_by_words(maps);
+        for i in 0..words {
+            a.push([
+                load(Size::DW, R1, R0, 8 + i * 8),
+                store(Size::DW, R10, BY_KEY_AT + i * 8, R1),
+            ]);
+        }
+    }
     a.push(load_map_fd(R1, maps.starts));
     a.push([
         mov64_reg(R2, R10),
@@ -301,11 +389,70 @@ fn end(a: &mut Asm, maps: &Maps, done: Label) {
         call(MAP_DELETE_ELEM),
     ]);
     // A start stored on another CPU a little later than this end's clock.
-    a.jump_if(R9, Cmp::Slt, 0, skewed);
-    record(a, maps, done);
-    a.bind(skewed);
+    a.jump_if(R9, Cmp::Sge, 0, ordered);
     a.push([mov64_imm(R9, 0)]);
-    record(a, maps, done);
+    a.bind(ordered);
+    if !by {
+        record(a, maps, done);
+        return;
+    }
+    stats_value(a, maps, done);
+    record_into(a);
+    by_histogram(a, maps, done);
+}
+
+/// How many 8-byte words the value of a latency per value takes.
+fn maps_by_words(maps: &Maps) -> i16 {
+    match maps.by_strings {
+        true => (STRING_KEY / 8) as i16,
+        false => 1,
+    }
+}
+
+/// r9 into the histogram of the value at [`BY_KEY_AT`], a new value's
+/// histogram made from the zeroed one (a pair whose new value finds the
+/// map full counts in [`BY_FULL`]); then to `done`.
+fn by_histogram(a: &mut Asm, maps: &Maps, done: Label) {
+    let insert = a.label();
+    let full = a.label();
+    let lookup = |a: &mut Asm| {
+        a.push(load_map_fd(R1, maps.by));
+        a.push([
+            mov64_reg(R2, R10),
+            add64_imm(R2, BY_KEY_AT.into()),
+            call(MAP_LOOKUP_ELEM),
+        ]);
+    };
+    lookup(a);
+    a.jump_if(R0, Cmp::Eq, 0, insert);
+    a.push([mov64_reg(R7, R0)]);
+    record_into(a);
+    a.jump(done);
+    a.bind(insert);
+    a.push([mov64_imm(R1, 0), store32(R10, ZERO_KEY_AT, R1)]);
+    a.push(load_map_fd(R1, maps.zero));
+    a.push([
+        mov64_reg(R2, R10),
+        add64_imm(R2, ZERO_KEY_AT.into()),
+        call(MAP_LOOKUP_ELEM),
+    ]);
+    a.jump_if(R0, Cmp::Eq, 0, done);
+    a.push([mov64_reg(R3, R0)]);
+    a.push(load_map_fd(R1, maps.by));
+    a.push([
+        mov64_reg(R2, R10),
+        add64_imm(R2, BY_KEY_AT.into()),
+        mov64_imm(R4, BPF_NOEXIST),
+        call(MAP_UPDATE_ELEM),
+    ]);
+    // Inserted, or meanwhile by another CPU (EEXIST); else the map is full.
+    lookup(a);
+    a.jump_if(R0, Cmp::Eq, 0, full);
+    a.push([mov64_reg(R7, R0)]);
+    record_into(a);
+    a.jump(done);
+    a.bind(full);
+    stat_add(a, maps, BY_FULL, done);
 }
 
 /// r7 = this CPU's `stats` value; to `done` if the lookup fails.
@@ -332,6 +479,13 @@ fn stat_add(a: &mut Asm, maps: &Maps, slot: usize, done: Label) {
 /// maximum; then to `done`.
 fn record(a: &mut Asm, maps: &Maps, done: Label) {
     stats_value(a, maps, done);
+    record_into(a);
+    a.jump(done);
+}
+
+/// r9 into the histogram r7 points at (in the layout of `stats`); falls
+/// through.
+fn record_into(a: &mut Asm) {
     let not_max = a.label();
     let bucketed = a.label();
     a.push([
@@ -341,7 +495,8 @@ fn record(a: &mut Asm, maps: &Maps, done: Label) {
         load(Size::DW, R1, R7, (MAX * 8) as i16),
     ]);
     // Per CPU: only a task preempted here on the same CPU could race, and
-    // it would lower the maximum by one value at most.
+    // it would lower the maximum by one value at most (a histogram per
+    // value, shared by the CPUs: a hit on another CPU at the same moment).
     a.jump_if_reg(R1, Cmp::Ge, R9, not_max);
     a.push([store(Size::DW, R7, (MAX * 8) as i16, R9)]);
     a.bind(not_max);
@@ -364,7 +519,6 @@ fn record(a: &mut Asm, maps: &Maps, done: Label) {
         mov64_imm(R2, 1),
         atomic_add64(R1, 0, R2),
     ]);
-    a.jump(done);
 }
 
 /// `values[key at r10 + at] += 1`, inserting 1 for a new key; a value lost
@@ -405,8 +559,9 @@ fn count_key(a: &mut Asm, maps: &Maps, at: i16, done: Label) {
     stat_add(a, maps, LOST, done);
 }
 
-/// How the program reads operand `i` of `site` (a pointer, with `string`).
-pub(crate) fn arg_read(site: &Site, i: usize, string: bool) -> Result<Read, Error> {
+/// How the program reads operand `i` of `site` (a pointer, with `string`)
+/// to `verb` it (`aggregate`, `filter on`).
+pub(crate) fn arg_read(site: &Site, i: usize, string: bool, verb: &str) -> Result<Read, Error> {
     let probe = site.probe();
     let arg = site.args.get(i).ok_or_else(|| Error::NoSuchArg {
         probe: probe.clone(),
@@ -415,7 +570,7 @@ pub(crate) fn arg_read(site: &Site, i: usize, string: bool) -> Result<Read, Erro
     })?;
     let unsupported = |what: &str| {
         Error::Unsupported(format!(
-            "cannot aggregate arg{i} of {probe} ({}) in the kernel: it {what}",
+            "cannot {verb} arg{i} of {probe} ({}) in the kernel: it {what}",
             site.args_text.split_whitespace().nth(i).unwrap_or("?")
         ))
     };
@@ -476,17 +631,26 @@ mod tests {
         stats: 3,
         starts: 4,
         values: 5,
+        by: 6,
+        zero: 7,
+        by_strings: true,
     };
+
+    fn read(source: Source, string: bool) -> Read {
+        Read {
+            source,
+            size: 4,
+            signed: true,
+            string,
+        }
+    }
 
     fn variant(role: Role, source: Source, string: bool) -> Variant {
         Variant {
             role,
-            read: Read {
-                source,
-                size: 4,
-                signed: true,
-                string,
-            },
+            read: read(source, string),
+            filter: None,
+            by: None,
         }
     }
 
@@ -512,6 +676,29 @@ mod tests {
         let p = aggregate_program(&MAPS, &all).unwrap();
         assert_eq!(p.last(), Some(&exit()));
         assert!(p.len() < 4096, "{} instructions", p.len());
+        // Filtered, and a latency per value (a string, an integer).
+        let filtered = Code::Int {
+            read: read(reg, false),
+            cmp: Cmp::Sge,
+            value: 500,
+        };
+        let mut by = vec![];
+        for (string, by_read) in [(true, read(mem, true)), (false, read(reg, false))] {
+            let mut start = variant(Role::Start, reg, false);
+            start.by = Some(by_read);
+            start.filter = Some(filtered.clone());
+            let mut end = variant(Role::End, Source::Thread, false);
+            end.by = Some(by_read);
+            end.filter = Some(filtered.clone());
+            let maps = Maps {
+                by_strings: string,
+                ..MAPS
+            };
+            let p = aggregate_program(&maps, &[start, end]).unwrap();
+            assert_eq!(p.last(), Some(&exit()));
+            by.push(p.len());
+        }
+        assert!(by.iter().all(|n| *n < 4096), "{by:?}");
     }
 
     #[test]

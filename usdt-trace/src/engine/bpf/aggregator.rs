@@ -12,11 +12,14 @@ use super::aggregate::{
 use super::counter::{link_sites, MultiSite};
 use super::program::load_program;
 use super::BpfError;
-use crate::engine::aggregating::{AggregateSite, Aggregating, Kind, RawCounts, MAX, STRING_KEY};
+use super::filter;
+use crate::engine::aggregating::{
+    AggregateSite, Aggregating, Kind, RawCounts, RawHistograms, BY_VALUES, MAX, STRING_KEY,
+};
 use crate::engine::{AttachPoint, Target};
 use crate::sys::bpf::{
     bpf, bpf_fd, object_name, MapCreateAttr, MapElemAttr, BPF_MAP_CREATE, BPF_MAP_GET_NEXT_KEY,
-    BPF_MAP_LOOKUP_ELEM, BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_PERCPU_ARRAY,
+    BPF_MAP_LOOKUP_ELEM, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_PERCPU_ARRAY,
 };
 use crate::{Error, KernelFeatures};
 
@@ -37,6 +40,9 @@ pub(crate) struct Aggregator {
     stats: OwnedFd,
     starts: Option<OwnedFd>,
     values: Option<OwnedFd>,
+    /// A latency per value: each value's histogram, and the zeroed one.
+    by: Option<OwnedFd>,
+    zero: Option<OwnedFd>,
     kind: Kind,
     cpus: usize,
 }
@@ -72,15 +78,32 @@ impl Aggregator {
             1,
             "usdt_stats",
         )?;
-        let starts = match kind {
-            Kind::Latency => Some(create_map(
+        // A start's time, then (per value) its value.
+        let start_value = match kind {
+            Kind::Latency => Some(8),
+            Kind::LatencyBy { strings: false } => Some(16),
+            Kind::LatencyBy { strings: true } => Some(8 + STRING_KEY as u32),
+            _ => None,
+        };
+        let starts = match start_value {
+            Some(value) => Some(create_map(
                 BPF_MAP_TYPE_HASH,
                 16,
-                8,
+                value,
                 MAP_ENTRIES,
                 "usdt_starts",
             )?),
-            _ => None,
+            None => None,
+        };
+        let histogram = (STATS_SLOTS * 8) as u32;
+        let (by, zero) = match kind {
+            Kind::LatencyBy { strings } => {
+                let key = if strings { STRING_KEY as u32 } else { 8 };
+                let by = create_map(BPF_MAP_TYPE_HASH, key, histogram, BY_VALUES as u32, "usdt_by")?;
+                let zero = create_map(BPF_MAP_TYPE_ARRAY, 4, histogram, 1, "usdt_zero")?;
+                (Some(by), Some(zero))
+            }
+            _ => (None, None),
         };
         let key = match kind {
             Kind::CountInts => Some(8),
@@ -102,6 +125,8 @@ impl Aggregator {
             stats,
             starts,
             values,
+            by,
+            zero,
             kind,
             cpus,
         })
@@ -120,7 +145,7 @@ impl Aggregator {
             let cookie = match variants.iter().position(|v| *v == site.variant) {
                 Some(i) => i,
                 None => {
-                    variants.push(site.variant);
+                    variants.push(site.variant.clone());
                     variants.len() - 1
                 }
             };
@@ -131,6 +156,9 @@ impl Aggregator {
             stats: self.stats.as_raw_fd(),
             starts: fd(&self.starts),
             values: fd(&self.values),
+            by: fd(&self.by),
+            zero: fd(&self.zero),
+            by_strings: self.kind == Kind::LatencyBy { strings: true },
         };
         let insns = aggregate_program(&maps, &variants).map_err(|log| BpfError::Verifier {
             program: "usdt_aggregate".into(),
@@ -159,10 +187,19 @@ impl Aggregating for Aggregator {
     ) -> Result<usize, Error> {
         let mut seen = HashSet::new();
         let mut agg = vec![];
+        let strings = self.kind == Kind::LatencyBy { strings: true };
         for s in sites {
             let read = match s.arg {
                 None => Read::THREAD,
-                Some(i) => arg_read(s.site, i, s.string)?,
+                Some(i) => arg_read(s.site, i, s.string, "aggregate")?,
+            };
+            let by = match s.by {
+                Some(i) => Some(arg_read(s.site, i, strings, "keep a histogram per value of")?),
+                None => None,
+            };
+            let filter = match &s.filter {
+                Some(f) => Some(filter::code(f, s.site)?),
+                None => None,
             };
             let m = MultiSite::at(s.site, point, features, path, 0, target)?;
             // Duplicate notes of one site: one uprobe per address.
@@ -170,7 +207,12 @@ impl Aggregating for Aggregator {
                 agg.push(AggSite {
                     offset: m.offset,
                     ref_ctr_offset: m.ref_ctr_offset,
-                    variant: Variant { role: s.role, read },
+                    variant: Variant {
+                        role: s.role,
+                        read,
+                        filter,
+                        by,
+                    },
                 });
             }
         }
@@ -210,35 +252,59 @@ impl Aggregating for Aggregator {
             Kind::CountStrings => STRING_KEY,
             _ => 8,
         };
-        let mut out = vec![];
-        let mut key: Option<Vec<u8>> = None;
-        loop {
-            let mut next = vec![0u8; size];
-            let mut attr = MapElemAttr {
-                map_fd: map.as_raw_fd() as u32,
-                key: key.as_ref().map_or(0, |k| k.as_ptr() as u64),
-                value: next.as_mut_ptr() as u64,
-                ..MapElemAttr::default()
-            };
-            // SAFETY: the key (or NULL: the first key) and the next key are
-            // the map's key size.
-            match unsafe { bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) } {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
-                Err(e) => return Err(BpfError::from_os("reading the counted values", e).into()),
-            }
-            let mut count = [0u64; 1];
-            match lookup(map.as_fd(), &next, &mut count, "reading a count") {
-                Ok(()) => out.push((next.clone(), count[0])),
-                // Removed meanwhile: none are, but a race must not fail.
-                Err(BpfError::Syscall { source, .. })
-                    if source.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) => return Err(e.into()),
-            }
-            key = Some(next);
-        }
-        Ok(out)
+        let entries = entries(map.as_fd(), size, 1, "reading the counted values")?;
+        Ok(entries.into_iter().map(|(k, v)| (k, v[0])).collect())
     }
+
+    /// Every value's key bytes and histogram (none for other kinds).
+    fn histograms(&self) -> Result<RawHistograms, Error> {
+        let Some(map) = &self.by else {
+            return Ok(vec![]);
+        };
+        let size = match self.kind {
+            Kind::LatencyBy { strings: true } => STRING_KEY,
+            _ => 8,
+        };
+        entries(map.as_fd(), size, STATS_SLOTS, "reading the histograms per value")
+    }
+}
+
+/// Every key of the hash `map` (of `key_size` bytes) with its value of
+/// `words` u64.
+fn entries(
+    map: BorrowedFd<'_>,
+    key_size: usize,
+    words: usize,
+    what: &str,
+) -> Result<Vec<(Vec<u8>, Vec<u64>)>, Error> {
+    let mut out = vec![];
+    let mut key: Option<Vec<u8>> = None;
+    loop {
+        let mut next = vec![0u8; key_size];
+        let mut attr = MapElemAttr {
+            map_fd: map.as_raw_fd() as u32,
+            key: key.as_ref().map_or(0, |k| k.as_ptr() as u64),
+            value: next.as_mut_ptr() as u64,
+            ..MapElemAttr::default()
+        };
+        // SAFETY: the key (or NULL: the first key) and the next key are
+        // the map's key size.
+        match unsafe { bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) } {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
+            Err(e) => return Err(BpfError::from_os(what, e).into()),
+        }
+        let mut value = vec![0u64; words];
+        match lookup(map, &next, &mut value, what) {
+            Ok(()) => out.push((next.clone(), value)),
+            // Removed meanwhile: none are, but a race must not fail.
+            Err(BpfError::Syscall { source, .. })
+                if source.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+        key = Some(next);
+    }
+    Ok(out)
 }
 
 /// Looks `key` up in `map`, writing its value (all CPUs' for a per-CPU

@@ -38,6 +38,7 @@ const BPF_ALU64: u8 = 0x07;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Size {
     B = 0x10,
+    H = 0x08,
     W = 0x00,
     DW = 0x18,
 }
@@ -167,14 +168,22 @@ pub(crate) fn load_map_fd(dst: Reg, fd: i32) -> [Insn; 2] {
     ]
 }
 
+/// `dst = imm` (64-bit): two instructions.
+pub(crate) fn load_imm64(dst: Reg, imm: i64) -> [Insn; 2] {
+    [
+        insn(BPF_LD | BPF_IMM | BPF_DW, dst, R0, 0, imm as i32),
+        insn(0, R0, R0, 0, (imm >> 32) as i32),
+    ]
+}
+
 /// `if dst == imm goto pc + 1 + off`.
 pub(crate) fn jeq_imm(dst: Reg, imm: i32, off: i16) -> Insn {
     insn(BPF_JMP | BPF_JEQ | BPF_K, dst, R0, off, imm)
 }
 
-/// A conditional jump's comparison of a register with an immediate
-/// (unsigned).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A conditional jump's comparison of a register with an immediate or
+/// another register (unsigned, unless its name says signed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Cmp {
     /// `==`
     Eq = 0x10,
@@ -184,8 +193,18 @@ pub(crate) enum Cmp {
     Ge = 0x30,
     /// `!=`
     Ne = 0x50,
+    /// `>` (signed)
+    Sgt = 0x60,
+    /// `>=` (signed)
+    Sge = 0x70,
+    /// `<`
+    Lt = 0xa0,
+    /// `<=`
+    Le = 0xb0,
     /// `<` (signed)
     Slt = 0xc0,
+    /// `<=` (signed)
+    Sle = 0xd0,
 }
 
 /// `r0 = helper(r1, ..., r5)`.
@@ -333,6 +352,13 @@ mod tests {
         assert_eq!(bytes(rsh64_imm(R3, 16)), [0x77, 0x03, 0, 0, 16, 0, 0, 0]);
         assert_eq!(bytes(arsh64_imm(R1, 56)), [0xc7, 0x01, 0, 0, 56, 0, 0, 0]);
         assert_eq!(bytes(sub64_reg(R9, R8)), [0x1f, 0x89, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            bytes(load(Size::H, R1, R10, -6)),
+            [0x69, 0xa1, 0xfa, 0xff, 0, 0, 0, 0]
+        );
+        let wide = load_imm64(R2, 0x1122_3344_8899_aabb_u64 as i64);
+        assert_eq!(bytes(wide[0]), [0x18, 0x02, 0, 0, 0xbb, 0xaa, 0x99, 0x88]);
+        assert_eq!(bytes(wide[1]), [0, 0, 0, 0, 0x44, 0x33, 0x22, 0x11]);
     }
 
     #[test]
@@ -359,5 +385,19 @@ mod tests {
             bytes(a.finish().unwrap()[0]),
             [0x3d, 0x91, 0, 0, 0, 0, 0, 0]
         );
+        // The opcodes of llvm's jlt, jle, jsgt, jsge, jsle (immediate).
+        for (cmp, code) in [
+            (Cmp::Lt, 0xa5),
+            (Cmp::Le, 0xb5),
+            (Cmp::Sgt, 0x65),
+            (Cmp::Sge, 0x75),
+            (Cmp::Sle, 0xd5),
+        ] {
+            let mut a = Asm::default();
+            let end = a.label();
+            a.jump_if(R1, cmp, 7, end);
+            a.bind(end);
+            assert_eq!(a.finish().unwrap()[0].code, code, "{cmp:?}");
+        }
     }
 }

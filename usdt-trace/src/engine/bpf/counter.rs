@@ -4,7 +4,8 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use super::program::{create_counter_map, load_count_program};
+use super::filter::{cookie, filtered, Code};
+use super::program::{count_program, create_counter_map, load_count_program, load_program};
 use super::BpfError;
 use super::{uprobe_multi_support, UprobeMulti};
 use crate::engine::{path_cstring, Uprobe};
@@ -55,6 +56,9 @@ impl MultiSite {
 #[derive(Debug)]
 struct Link {
     _fd: OwnedFd,
+    /// The link's own program, when its sites are filtered (else the
+    /// counter's).
+    _prog: Option<OwnedFd>,
     path: PathBuf,
     sites: usize,
 }
@@ -122,6 +126,51 @@ impl MultiCounter {
         let fd = link_sites(self.prog.as_fd(), path, &triples, target)?;
         self.links.push(Link {
             _fd: fd,
+            _prog: None,
+            path: path.into(),
+            sites: sites.len(),
+        });
+        Ok(())
+    }
+
+    /// [`MultiCounter::attach`] with a filter per site: site `i` counts only
+    /// the hits that pass `variants[variant[i]]`, in a program of the
+    /// link's own (the counting program behind the filters' prologue).
+    pub(crate) fn attach_filtered(
+        &mut self,
+        path: &Path,
+        sites: &[MultiSite],
+        variant: &[usize],
+        variants: &[Code],
+        target: Target,
+    ) -> Result<(), BpfError> {
+        if sites.is_empty() {
+            return Ok(());
+        }
+        if let Some(s) = sites.iter().find(|s| s.slot >= self.slots) {
+            return Err(BpfError::SlotOutOfRange {
+                slot: s.slot,
+                slots: self.slots,
+            });
+        }
+        let count = count_program(self.map.as_raw_fd());
+        let insns = filtered(variants, count).map_err(|log| BpfError::Verifier {
+            program: "usdt_count_if".into(),
+            log,
+        })?;
+        let prog = load_program(&insns, "usdt_count_if")?;
+        let triples: Vec<(u64, u64, u64)> = sites
+            .iter()
+            .zip(variant)
+            .map(|(s, v)| {
+                let cookie = cookie(*v, u64::from(s.slot));
+                (s.offset, s.ref_ctr_offset.unwrap_or(0), cookie)
+            })
+            .collect();
+        let fd = link_sites(prog.as_fd(), path, &triples, target)?;
+        self.links.push(Link {
+            _fd: fd,
+            _prog: Some(prog),
             path: path.into(),
             sites: sites.len(),
         });

@@ -26,6 +26,7 @@ mod aggregator;
 mod asm;
 mod counter;
 mod fetches;
+mod filter;
 mod probes;
 mod program;
 mod ringbuf;

@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::filter::{self, Code};
 use super::{MultiCounter, MultiSite};
 use crate::engine::{Counting, EngineKind};
+use crate::filter::Filter;
 use crate::{AttachPoint, Error, Site, Target};
 
 /// Counts per probe, every site of a probe adding to one counter.
@@ -25,6 +27,28 @@ impl ProbeCounter {
         point: AttachPoint,
         target: Target,
     ) -> Result<ProbeCounter, Error> {
+        ProbeCounter::attach_with(files, point, target, None)
+    }
+
+    /// [`ProbeCounter::attach`], counting only the hits for which `filter`
+    /// holds: the filter runs in the program before it counts, each site's
+    /// names bound by the probe's signature (`filter`'s signatures and the
+    /// file's records).
+    pub fn attach_filtered<P: AsRef<Path>>(
+        files: &[(P, Vec<&Site>)],
+        point: AttachPoint,
+        target: Target,
+        filter: &Filter,
+    ) -> Result<ProbeCounter, Error> {
+        ProbeCounter::attach_with(files, point, target, Some(filter))
+    }
+
+    fn attach_with<P: AsRef<Path>>(
+        files: &[(P, Vec<&Site>)],
+        point: AttachPoint,
+        target: Target,
+        filter: Option<&Filter>,
+    ) -> Result<ProbeCounter, Error> {
         let mut names: Vec<String> = files
             .iter()
             .flat_map(|(_, sites)| sites.iter().map(|s| s.probe()))
@@ -32,27 +56,38 @@ impl ProbeCounter {
         names.sort();
         names.dedup();
         let features = crate::engine::features_for(point);
-        let mut plan: Vec<(PathBuf, Vec<MultiSite>)> = vec![];
+        let mut plan: Vec<(PathBuf, Vec<MultiSite>, Vec<usize>, Vec<Code>)> = vec![];
         for (path, sites) in files {
             let path = path.as_ref();
-            let mut multi = sites
-                .iter()
-                .map(|s| {
-                    let slot = names.binary_search(&s.probe()).unwrap_or(0) as u32;
-                    MultiSite::at(s, point, &features, path, slot, target)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let binder = filter.map(|f| f.binder(path));
+            let mut multi = vec![];
+            let mut variant = vec![];
+            let mut variants = vec![];
             // Duplicate notes of one site: one uprobe per address, so that a
             // hit counts once (as bpftrace and the perf engine count it).
             let mut seen = std::collections::HashSet::new();
-            multi.retain(|m| seen.insert(m.offset));
-            plan.push((path.into(), multi));
+            for s in sites {
+                let slot = names.binary_search(&s.probe()).unwrap_or(0) as u32;
+                let m = MultiSite::at(s, point, &features, path, slot, target)?;
+                if !seen.insert(m.offset) {
+                    continue;
+                }
+                if let Some(binder) = &binder {
+                    let code = filter::code(&binder.site(s)?, s)?;
+                    variant.push(filter::variant_of(&mut variants, code));
+                }
+                multi.push(m);
+            }
+            plan.push((path.into(), multi, variant, variants));
         }
         let mut counter = MultiCounter::new(names.len() as u32)?;
-        for (path, multi) in &plan {
-            counter.attach(path, multi, target)?;
+        for (path, multi, variant, variants) in &plan {
+            match filter {
+                None => counter.attach(path, multi, target)?,
+                Some(_) => counter.attach_filtered(path, multi, variant, variants, target)?,
+            }
         }
-        let sites = plan.iter().map(|(_, m)| m.len()).sum();
+        let sites = plan.iter().map(|(_, m, ..)| m.len()).sum();
         Ok(ProbeCounter {
             counter,
             names,

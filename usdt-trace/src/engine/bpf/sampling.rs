@@ -42,6 +42,7 @@ use super::asm::{
 };
 use super::counter::{link_sites, per_cpu_values};
 use super::fetches::{ArgFetch, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, VALUE_MAX};
+use super::filter::{self, Code};
 use super::program::{create_counter_map, load_program};
 use super::ringbuf::RingBuf;
 use super::BpfError;
@@ -70,8 +71,12 @@ pub(crate) const STRING_READ: i32 = crate::sample::value::STRING_MAX as i32 + 2;
 pub(crate) struct SampledSite {
     pub(crate) offset: u64,
     pub(crate) ref_ctr_offset: Option<u64>,
+    /// The sampler's index of the site (what the record's cookie says in
+    /// its low 32 bits).
     pub(crate) cookie: u64,
     pub(crate) fetch: [ArgFetch; ARGS],
+    /// Its filter's variant in the link's filters, if filtered.
+    pub(crate) filter: Option<usize>,
 }
 
 /// The layout of the records of one link: how many `struct pt_regs`
@@ -356,7 +361,8 @@ fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
 /// decoder).
 fn raw_hit<'a>(sites: &HashMap<u64, SiteRecords>, record: &'a [u8]) -> Option<RawHit<'a>> {
     let mut f = Fields(record);
-    let cookie = f.u64()?;
+    // The high 32 bits name a filter variant (`filter::cookie`).
+    let cookie = f.u64()? & 0xffff_ffff;
     let pid_tgid = f.u64()?;
     let time_ns = f.u64()?;
     let mut raw = RawHit {
@@ -491,11 +497,14 @@ impl BpfSampling {
     /// one link, sampling the hits of `target` (every thread of a process,
     /// or every process). The sites' cookies must be consecutive from the
     /// first one's.
+    /// The sites' filters are `filters` (a site's `filter` indexes it): the
+    /// program then runs them first ([`filter::prologue`]).
     pub(crate) fn attach_sampled(
         &mut self,
         path: &Path,
         arch: &'static Arch,
         sites: &[SampledSite],
+        filters: &[Code],
         target: Target,
     ) -> Result<(), BpfError> {
         let Some(first) = sites.first() else {
@@ -515,15 +524,24 @@ impl BpfSampling {
             lost: self.lost.as_raw_fd(),
             descriptors: descriptors.as_raw_fd(),
         };
-        let insns =
-            sampling_program(&maps, first.cookie, layout).map_err(|log| BpfError::Verifier {
-                program: "usdt_sample".into(),
-                log,
-            })?;
+        let verifier = |log| BpfError::Verifier {
+            program: "usdt_sample".into(),
+            log,
+        };
+        let mut insns = sampling_program(&maps, first.cookie, layout).map_err(verifier)?;
+        if !filters.is_empty() {
+            insns = filter::filtered(filters, insns).map_err(verifier)?;
+        }
         let prog = load_program(&insns, "usdt_sample")?;
         let triples: Vec<(u64, u64, u64)> = sites
             .iter()
-            .map(|s| (s.offset, s.ref_ctr_offset.unwrap_or(0), s.cookie))
+            .map(|s| {
+                let cookie = match s.filter {
+                    Some(v) => filter::cookie(v, s.cookie),
+                    None => s.cookie,
+                };
+                (s.offset, s.ref_ctr_offset.unwrap_or(0), cookie)
+            })
             .collect();
         let link = link_sites(prog.as_fd(), path, &triples, target)?;
         self.links.push(Link {
@@ -592,19 +610,32 @@ impl Engine for BpfSampling {
         };
         // The program reads the host's `struct pt_regs`.
         let arch = site_arch(first.site)?;
+        let mut filters = vec![];
         let sampled: Vec<SampledSite> = sites
             .iter()
             .map(|s| {
                 site_arch(s.site)?;
+                let filter = match s.filter {
+                    Some(f) => Some(filter::variant_of(&mut filters, filter::code(f, s.site)?)),
+                    None => None,
+                };
                 Ok(SampledSite {
                     offset: s.uprobe.offset,
                     ref_ctr_offset: s.uprobe.ref_ctr_offset,
                     cookie: s.index as u64,
                     fetch: super::fetches::fetches(s, arch)?,
+                    filter,
                 })
             })
             .collect::<Result<_, crate::Error>>()?;
-        Ok(self.attach_sampled(path, arch, &sampled, target)?)
+        // Filtered and unfiltered sites in one link: the unfiltered pass a
+        // filter that always holds.
+        if !filters.is_empty() && sampled.iter().any(|s| s.filter.is_none()) {
+            return Err(crate::Error::Unsupported(
+                "a filter applies to every site a sampler attaches".into(),
+            ));
+        }
+        Ok(self.attach_sampled(path, arch, &sampled, &filters, target)?)
     }
 
     fn drain(&mut self, each: &mut dyn FnMut(Option<RawHit<'_>>)) {
@@ -703,6 +734,7 @@ mod tests {
             ref_ctr_offset: None,
             cookie: 7,
             fetch,
+            filter: None,
         };
         let layout = Layout::of(arch.pt_regs, std::slice::from_ref(&sampled));
         assert_eq!((layout.regs, layout.slots, layout.derefs), (34, 3, 0));
@@ -729,6 +761,10 @@ mod tests {
             (raw.site, raw.pid, raw.tid, raw.time_ns),
             (7, 42, 43, 1_000)
         );
+        // A filtered site's cookie carries its variant above the index.
+        let mut filtered = record.clone();
+        filtered[..8].copy_from_slice(&filter::cookie(2, 7).to_ne_bytes());
+        assert_eq!(raw_hit(&sites, &filtered).unwrap().site, 7);
         assert_eq!(raw.regs.get(Reg64::X(0)), Some(0x100));
         assert_eq!(raw.regs.get(Reg64::X(30)), Some(0x100 + 30));
         assert_eq!(raw.regs.get(Reg64::Sp), Some(0x100 + 31));
