@@ -33,6 +33,11 @@ pub(crate) trait Aggregates {
         sigs: &Signatures,
         target: Target,
     ) -> Result<(), CliError>;
+    /// Whether the filters fit the matching `sites` of the file at `path`:
+    /// checked for every file before anything is attached.
+    fn check(&self, _path: &Path, _sites: &[&Site]) -> Result<(), CliError> {
+        Ok(())
+    }
     /// Called about every 20 ms while waiting (serve answers requests).
     fn tick(&mut self, _wait: Duration) -> Result<(), CliError> {
         std::thread::sleep(TICK);
@@ -60,6 +65,9 @@ pub(crate) fn run(
         _ => session_name(&session),
     };
     let n = select_target(&session, &globs, &name)?;
+    for (path, sites) in session.matched() {
+        agg.check(&path, &sites)?;
+    }
     let mut run = Run::new(session).duration(duration);
     let ended = run.run(&mut Aggregated {
         agg,
@@ -186,7 +194,7 @@ pub(crate) fn operand_for(
     by: ArgUse,
 ) -> Result<(usize, Option<Kind>), CliError> {
     let refused: &[Kind] = match by {
-        ArgUse::CountBy => &[Kind::Bytes, Kind::F32, Kind::F64],
+        ArgUse::CountBy | ArgUse::LatencyBy => &[Kind::Bytes, Kind::F32, Kind::F64],
         ArgUse::Key | ArgUse::Hist => &[Kind::Str, Kind::CStr, Kind::Bytes, Kind::F32, Kind::F64],
     };
     let (i, kind) = operand_of_all(arg, sites, sigs)?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use usdt_trace::{AttachPoint, EngineChoice};
+use usdt_trace::{AttachPoint, EngineChoice, Filter};
 
 /// `usdt`: list the USDT probes of a binary or process, count their hits,
 /// trace them with their arguments, and say what the kernel can do for them.
@@ -326,6 +326,11 @@ pub(crate) struct CountArgs {
     /// With --by: how many values to print, the most counted first.
     #[arg(long, value_name = "N", default_value_t = 10, requires = "by")]
     pub(crate) top: usize,
+    /// Count only the hits for which EXPR holds, tested in the kernel
+    /// (`status >= 500`, `path == "/api"`, `path ^= "/api/"`, `and`, `or`,
+    /// `not`, parentheses; names from the probe's signature, or argN).
+    #[arg(long = "if", value_name = "EXPR", value_parser = parse_if, allow_hyphen_values = true)]
+    pub(crate) filter: Option<Filter>,
     /// The probes to count (provider:name, with * and ?); none: every probe.
     #[arg(value_name = "PROBE-GLOB")]
     pub(crate) globs: Vec<String>,
@@ -353,6 +358,37 @@ pub(crate) struct LatencyArgs {
     /// parameter's name from the probes' signature records.
     #[arg(long, value_name = "ARG")]
     pub(crate) key: Option<String>,
+    /// A histogram per value of START's argument ARG (`argN`, a parameter's
+    /// name, or `str(argN)` for a string at that address; strings by their
+    /// first 64 bytes), kept in the kernel; prints the --top values and the
+    /// rest summed as other.
+    #[arg(long, value_name = "ARG")]
+    pub(crate) by: Option<String>,
+    /// With --by: how many values to print, each with its histogram.
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "by")]
+    pub(crate) top: usize,
+    /// With --by: the values printed first: the most pairs, or the longest
+    /// p99.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "ORDER",
+        default_value_t,
+        requires = "by"
+    )]
+    pub(crate) sort: Sort,
+    /// Time only the pairs whose START and END both pass EXPR (names each
+    /// probe has).
+    #[arg(long = "if", value_name = "EXPR", value_parser = parse_if, allow_hyphen_values = true, conflicts_with_all = ["if_start", "if_end"])]
+    pub(crate) filter: Option<Filter>,
+    /// Keep only the STARTs for which EXPR holds (the END of a START left
+    /// out is an unmatched end).
+    #[arg(long = "if-start", id = "if_start", value_name = "EXPR", value_parser = parse_if_start, allow_hyphen_values = true)]
+    pub(crate) if_start: Option<Filter>,
+    /// Time only the pairs whose END passes EXPR (an END that fails forgets
+    /// its START).
+    #[arg(long = "if-end", id = "if_end", value_name = "EXPR", value_parser = parse_if_end, allow_hyphen_values = true)]
+    pub(crate) if_end: Option<Filter>,
     /// One JSON object: count, unmatched, lost_starts, buckets, p50_ns,
     /// p90_ns, p99_ns, max_ns.
     #[arg(long)]
@@ -386,6 +422,10 @@ pub(crate) struct HistArgs {
     /// The argument: `argN` or a parameter's name.
     #[arg(value_name = "ARG")]
     pub(crate) arg: String,
+    /// Put only the hits for which EXPR holds in the histogram, tested in
+    /// the kernel.
+    #[arg(long = "if", value_name = "EXPR", value_parser = parse_if, allow_hyphen_values = true)]
+    pub(crate) filter: Option<Filter>,
     /// One JSON object: count, sum, max, buckets, p50, p90, p99.
     #[arg(long)]
     pub(crate) json: bool,
@@ -417,9 +457,20 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "ADDR", required = true)]
     pub(crate) listen: String,
     /// A latency histogram from START to END, paired by KEY (the thread
-    /// by default; argN or a parameter name); repeatable.
-    #[arg(long, value_name = "START,END[,KEY]", value_parser = parse_latency_option)]
-    pub(crate) latency: Vec<(String, String, Option<String>)>,
+    /// by default, or empty; argN or a parameter name), and with BY one
+    /// series per value of START's argument BY (the --top values, the rest
+    /// as value="other"); repeatable.
+    #[arg(long, value_name = "START,END[,KEY[,BY]]", value_parser = parse_latency_option)]
+    pub(crate) latency: Vec<LatencyOption>,
+    /// With a --latency BY: how many values get a series of their own (the
+    /// first seen, most pairs first; the others are summed in
+    /// value="other").
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub(crate) top: usize,
+    /// Count only the hits for which EXPR holds, tested in the kernel (the
+    /// latencies are not filtered).
+    #[arg(long = "if", value_name = "EXPR", value_parser = parse_if, allow_hyphen_values = true)]
+    pub(crate) filter: Option<Filter>,
     /// Where and whether each site gets its uprobe.
     #[command(flatten)]
     pub(crate) sites: SiteArgs,
@@ -438,21 +489,68 @@ pub(crate) struct ServeArgs {
     pub(crate) types: TypesArgs,
 }
 
-/// `START,END[,KEY]`.
-fn parse_latency_option(v: &str) -> Result<(String, String, Option<String>), String> {
+/// A `--latency` of `usdt serve`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LatencyOption {
+    pub(crate) start: String,
+    pub(crate) end: String,
+    /// The key (none: the thread).
+    pub(crate) key: Option<String>,
+    /// The start argument whose values get series of their own.
+    pub(crate) by: Option<String>,
+}
+
+/// `START,END[,KEY[,BY]]` (an empty KEY before a BY: the thread).
+fn parse_latency_option(v: &str) -> Result<LatencyOption, String> {
     let bad = || {
         format!(
-            "--latency takes START,END[,KEY], such as 'http:request_start,http:request_done,id', not \"{v}\""
+            "--latency takes START,END[,KEY[,BY]], such as 'http:request_start,http:request_done,id,path', not \"{v}\""
         )
     };
     let parts: Vec<&str> = v.split(',').collect();
-    match parts[..] {
-        [s, e] if s.contains(':') && e.contains(':') => Ok((s.into(), e.into(), None)),
-        [s, e, k] if s.contains(':') && e.contains(':') && !k.is_empty() => {
-            Ok((s.into(), e.into(), Some(k.into())))
-        }
-        _ => Err(bad()),
+    let (start, end, key, by) = match parts[..] {
+        [s, e] => (s, e, None, None),
+        [s, e, k] if !k.is_empty() => (s, e, Some(k), None),
+        [s, e, k, b] if !b.is_empty() => (s, e, Some(k).filter(|k| !k.is_empty()), Some(b)),
+        _ => return Err(bad()),
+    };
+    if !start.contains(':') || !end.contains(':') {
+        return Err(bad());
     }
+    Ok(LatencyOption {
+        start: start.into(),
+        end: end.into(),
+        key: key.map(Into::into),
+        by: by.map(Into::into),
+    })
+}
+
+/// The order of `latency --by`'s values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Sort {
+    /// The most pairs first
+    #[default]
+    Count,
+    /// The longest 99th percentile first
+    P99,
+}
+
+/// `--if EXPR`: a malformed filter is refused with its column, before
+/// anything runs.
+fn parse_if(v: &str) -> Result<Filter, String> {
+    filter_for("--if", v)
+}
+
+fn parse_if_start(v: &str) -> Result<Filter, String> {
+    filter_for("--if-start", v)
+}
+
+fn parse_if_end(v: &str) -> Result<Filter, String> {
+    filter_for("--if-end", v)
+}
+
+fn filter_for(flag: &str, v: &str) -> Result<Filter, String> {
+    Filter::parse(v).map_err(|e| format!("{flag}: {e}"))
 }
 
 /// `usdt trace`.
@@ -479,6 +577,12 @@ pub(crate) struct TraceArgs {
     /// Stop after N hits (the command then runs on, untraced).
     #[arg(long, value_name = "N", value_parser = parse_limit, allow_hyphen_values = true)]
     pub(crate) limit: Option<u64>,
+    /// Print only the hits for which EXPR holds (`status >= 500`, `path ^=
+    /// "/api/"`, and, or, not; names from the probe's signature, or argN):
+    /// tested by the BPF program at the hit, or with perf events in usdt
+    /// after each hit is read.
+    #[arg(long = "if", value_name = "EXPR", value_parser = parse_if, allow_hyphen_values = true)]
+    pub(crate) filter: Option<Filter>,
     /// Where and whether each site gets its uprobe.
     #[command(flatten)]
     pub(crate) sites: SiteArgs,
@@ -722,20 +826,60 @@ mod tests {
 
     #[test]
     fn latency_options_are_start_end_and_key() {
-        assert_eq!(
-            parse_latency_option("a:s,a:e"),
-            Ok(("a:s".into(), "a:e".into(), None))
-        );
+        let option = |key: Option<&str>, by: Option<&str>| LatencyOption {
+            start: "a:s".into(),
+            end: "a:e".into(),
+            key: key.map(Into::into),
+            by: by.map(Into::into),
+        };
+        assert_eq!(parse_latency_option("a:s,a:e"), Ok(option(None, None)));
         assert_eq!(
             parse_latency_option("a:s,a:e,id"),
-            Ok(("a:s".into(), "a:e".into(), Some("id".into())))
+            Ok(option(Some("id"), None))
+        );
+        assert_eq!(
+            parse_latency_option("a:s,a:e,id,path"),
+            Ok(option(Some("id"), Some("path")))
+        );
+        assert_eq!(
+            parse_latency_option("a:s,a:e,,path"),
+            Ok(option(None, Some("path")))
         );
         assert!(parse_latency_option("a:s").is_err());
         assert!(parse_latency_option("a:s,a:e,").is_err());
+        assert!(parse_latency_option("a:s,a:e,id,").is_err());
         let (text, ..) = parse(&["serve", "--all", "x"]).unwrap_err();
         assert!(text.contains("--listen"), "{text}");
         assert!(parse(&["count", "--top", "3", "-p", "1"]).is_err());
         assert!(parse(&["latency", "a:s", "a:e", "-p", "1", "--", "x"]).is_err());
+    }
+
+    #[test]
+    fn a_malformed_filter_is_refused_with_its_column() {
+        let (text, _, code) = parse(&["count", "--if", "status >=", "-p", "1"]).unwrap_err();
+        assert_eq!(
+            text,
+            "usdt: --if: column 10: expected a number or a \"string\" after `>=`, found the end\n"
+        );
+        assert_eq!(code, 1);
+        let (text, ..) =
+            parse(&["latency", "a:s", "a:e", "--if-end", "x = 1", "-p", "1"]).unwrap_err();
+        assert_eq!(
+            text,
+            "usdt: --if-end: column 3: `=` alone assigns; compare with `==`\n"
+        );
+        assert!(parse(&[
+            "latency", "a:s", "a:e", "--if", "x == 1", "--if-end", "y == 1", "-p", "1"
+        ])
+        .is_err());
+        let cli = parse(&["trace", "--if", "-1 < a", "-p", "1"]).unwrap();
+        let Command::Trace(t) = cli.command else {
+            panic!()
+        };
+        assert_eq!(
+            t.filter.map(|f| f.text().to_string()),
+            Some("-1 < a".into())
+        );
     }
 
     #[test]

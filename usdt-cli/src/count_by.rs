@@ -4,11 +4,14 @@
 use std::io::Write;
 use std::path::Path;
 
-use usdt_trace::{escape, escape_name, Aggregation, AttachPoint, Kind, Signatures, Site, Target};
+use usdt_trace::{
+    escape, escape_name, Aggregation, AttachPoint, Filter, Kind, Signatures, Site, Target,
+};
 
 use crate::answers::{operand_for, run, Aggregates};
 use crate::args::CountArgs;
 use crate::error::{ArgUse, CliError};
+use crate::filters;
 
 /// Counts per value of one argument over the sites the globs match.
 struct CountBy {
@@ -17,12 +20,18 @@ struct CountBy {
     /// `--string`: the argument is a C string's address.
     string: bool,
     point: AttachPoint,
+    /// `--if`.
+    filter: Option<Filter>,
     agg: Option<Aggregation>,
 }
 
 impl Aggregates for CountBy {
     fn globs(&self) -> Vec<String> {
         self.globs.clone()
+    }
+
+    fn check(&self, path: &Path, sites: &[&Site]) -> Result<(), CliError> {
+        filters::check("--if", self.filter.as_ref(), path, sites)
     }
 
     fn attach(
@@ -39,7 +48,11 @@ impl Aggregates for CountBy {
         let strings = self.string || kind.is_some_and(Kind::is_string);
         let signed = first.args.get(i).is_some_and(|a| a.signed);
         if self.agg.is_none() {
-            self.agg = Some(Aggregation::count_by(i, strings, signed, self.point)?);
+            let mut agg = Aggregation::count_by(i, strings, signed, self.point)?;
+            if let Some(f) = &self.filter {
+                agg = agg.filter(f.clone());
+            }
+            self.agg = Some(agg);
         }
         match &mut self.agg {
             Some(agg) => Ok(agg.attach(path, sites, target)?),
@@ -59,6 +72,7 @@ pub(crate) fn count_by(args: CountArgs, arg: String) -> Result<i32, CliError> {
         arg,
         string: args.string,
         point: args.sites.attach.into(),
+        filter: filters::prepared(args.filter),
         agg: None,
     };
     let code = run(

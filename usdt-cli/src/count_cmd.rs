@@ -6,13 +6,14 @@ use std::io::Write;
 use std::time::Instant;
 
 use usdt_trace::{
-    escape_name, AttachPoint, Attacher, Counter, Error, NewObject, Notice, Picked, Run, Session,
-    Target, TICK,
+    escape_name, AttachPoint, Attacher, Counter, EngineKind, Error, Filter, NewObject, Notice,
+    Picked, Run, Session, Target, TICK,
 };
 
 use crate::args::CountArgs;
 use crate::count_engine::{self, ENGINE_ENV};
 use crate::error::CliError;
+use crate::filters;
 use crate::output::{self, catch_signals};
 use crate::target::{
     exit_code, open_session, print_notice, raise_fd_limit, running_where, say_attached,
@@ -26,11 +27,19 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
     // clap lets exactly one of -p, --all and COMMAND through.
     let session = open_session(&args.target.place(), &args.globs, args.sites.force_sites)?;
     let matched = select_target(&session, &args.globs, &session_name(&session))?;
+    let filter = filters::prepared(args.filter);
+    for (path, sites) in session.matched() {
+        filters::check("--if", filter.as_ref(), &path, &sites)?;
+    }
     warn_next(point, session.objects(), &args.globs);
     let engine = count_engine::chosen(args.engine, ENGINE_ENV)?;
     let picked = count_engine::for_counting(engine, session.target());
+    if filter.is_some() && !picked.engines.contains(&EngineKind::Bpf) {
+        return Err(CliError::FilterNeedsBpf);
+    }
     let mut counting = Counting {
         parts: vec![],
+        filter,
         picked,
         point,
         matched,
@@ -53,6 +62,8 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
 /// the session.
 struct Counting {
     parts: Vec<Counter>,
+    /// `--if`.
+    filter: Option<Filter>,
     picked: Picked,
     point: AttachPoint,
     /// How many sites match, for the first line.
@@ -77,7 +88,11 @@ impl Counting {
             return Ok(());
         }
         let cancelled = || session.cancelled();
-        let counter = Counter::attach(&self.picked, files, self.point, target, &cancelled)?;
+        let (picked, point) = (&self.picked, self.point);
+        let counter = match &self.filter {
+            Some(f) => Counter::attach_filtered(picked, files, point, target, f, &cancelled)?,
+            None => Counter::attach(picked, files, point, target, &cancelled)?,
+        };
         self.parts.extend(counter);
         Ok(())
     }

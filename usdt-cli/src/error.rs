@@ -80,6 +80,14 @@ pub(crate) enum CliError {
     Picture(String),
     /// `count --svg` without `--by stack`.
     SvgNeedsStack { by: String },
+    /// A filter that does not fit a probe (`flag`: `--if`, `--if-start`,
+    /// `--if-end`).
+    Filter {
+        flag: &'static str,
+        error: usdt_trace::FilterError,
+    },
+    /// `count --if` where perf events count.
+    FilterNeedsBpf,
 }
 
 /// What an aggregated argument is for.
@@ -91,6 +99,8 @@ pub(crate) enum ArgUse {
     Key,
     /// `hist`: integers.
     Hist,
+    /// `latency --by`: integers and strings.
+    LatencyBy,
 }
 
 impl fmt::Display for CliError {
@@ -160,6 +170,10 @@ impl fmt::Display for CliError {
                     f,
                     "--key {arg}: {probe} is not an integer (a latency pairs by an integer or the thread)"
                 ),
+                ArgUse::LatencyBy => write!(
+                    f,
+                    "{arg} of {probe} is a byte slice or a float; latency --by keeps integers and strings"
+                ),
                 ArgUse::Hist => write!(
                     f,
                     "{arg} of {probe} is not an integer; `usdt count --by {arg}` counts its values"
@@ -172,6 +186,10 @@ impl fmt::Display for CliError {
             CliError::Scrape(e) => write!(f, "waiting for a scrape: {e}"),
             CliError::Exposition => f.write_str("the metrics could not be written"),
             CliError::Picture(why) => write!(f, "drawing the picture: {why}"),
+            CliError::Filter { flag, error } => write!(f, "{flag}: {error}"),
+            CliError::FilterNeedsBpf => f.write_str(
+                "count --if tests each hit in a BPF program, and perf events count every hit in the kernel; `usdt trace --if EXPR --engine perf` tests them in usdt instead",
+            ),
             CliError::SvgNeedsStack { by } => write!(
                 f,
                 "count --svg draws the flame graph of --by stack, not of --by {by} (latency and hist take --svg too)"

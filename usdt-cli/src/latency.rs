@@ -7,12 +7,15 @@ use std::path::Path;
 
 use serde_json::json;
 use usdt_trace::{
-    escape_name, Aggregation, AttachPoint, Histogram, LatencyKey, Signatures, Site, Target,
+    escape_name, Aggregation, AttachPoint, Filter, Histogram, Kind, LatencyKey, Signatures, Site,
+    Target,
 };
 
 use crate::answers::{human_ns, operand_for, run, Aggregates};
 use crate::args::{HistArgs, LatencyArgs};
 use crate::error::{ArgUse, CliError};
+use crate::filters;
+use crate::latency_by::{self, Head, PerValue};
 
 /// How `--key` pairs ends with starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,13 +41,20 @@ impl KeyArg {
     }
 }
 
-/// One latency: its probes, its key, and its aggregation once the first
-/// file with both probes' sites is known (the key's operands come from the
-/// sites and their signature records).
+/// One latency: its probes, its key, what it keeps a histogram per value
+/// of, its filters, and its aggregation once the first file with both
+/// probes' sites is known (the key's operands come from the sites and
+/// their signature records).
 pub(crate) struct LatencyAgg {
     pub(crate) start: String,
     pub(crate) end: String,
     pub(crate) key: KeyArg,
+    /// `--by`: the start argument (`argN`, a name, `str(argN)`) whose
+    /// values get a histogram each.
+    pub(crate) by: Option<String>,
+    /// The filters of the starts and of the ends, with the option each
+    /// came from.
+    filters: [Option<(&'static str, Filter)>; 2],
     point: AttachPoint,
     pub(crate) agg: Option<Aggregation>,
     /// Which of the two probes had sites attached.
@@ -57,10 +67,29 @@ impl LatencyAgg {
             start: start.into(),
             end: end.into(),
             key,
+            by: None,
+            filters: [None, None],
             point,
             agg: None,
             found: [false; 2],
         }
+    }
+
+    /// With a histogram per value of the start's argument `by`.
+    pub(crate) fn by(mut self, by: Option<String>) -> LatencyAgg {
+        self.by = by;
+        self
+    }
+
+    /// Times only the pairs whose start passes `start` and whose end
+    /// passes `end` (each with the option it came from).
+    pub(crate) fn filters(
+        mut self,
+        start: Option<(&'static str, Filter)>,
+        end: Option<(&'static str, Filter)>,
+    ) -> LatencyAgg {
+        self.filters = [start, end];
+        self
     }
 
     /// The operand of the key in `site`, checked to be an integer.
@@ -82,11 +111,67 @@ impl LatencyAgg {
             }),
         }
     }
+
+    /// The aggregation for a file whose first start site is `start` (if
+    /// any) and key is `key`.
+    fn aggregation(
+        &self,
+        key: LatencyKey,
+        start: Option<&Site>,
+        sigs: &Signatures,
+    ) -> Result<Aggregation, CliError> {
+        let mut agg = match &self.by {
+            None => Aggregation::latency(&self.start, &self.end, key, self.point)?,
+            Some(by) => {
+                let site = start.ok_or_else(|| CliError::NoSite { arg: by.clone() })?;
+                let (arg, forced) = match by.strip_prefix("str(").and_then(|b| b.strip_suffix(')'))
+                {
+                    Some(inner) => (inner, true),
+                    None => (by.as_str(), false),
+                };
+                let (i, kind) = operand_for(arg, &[site], sigs, ArgUse::LatencyBy)?;
+                let strings = forced || kind.is_some_and(Kind::is_string);
+                let signed = site.args.get(i).is_some_and(|a| a.signed);
+                Aggregation::latency_by(
+                    &self.start,
+                    &self.end,
+                    key,
+                    i,
+                    strings,
+                    signed,
+                    self.point,
+                )?
+            }
+        };
+        if let Some((_, f)) = &self.filters[0] {
+            agg = agg.filter_start(f.clone());
+        }
+        if let Some((_, f)) = &self.filters[1] {
+            agg = agg.filter_end(f.clone());
+        }
+        Ok(agg)
+    }
 }
 
 impl Aggregates for LatencyAgg {
     fn globs(&self) -> Vec<String> {
         vec![self.start.clone(), self.end.clone()]
+    }
+
+    /// Each filter on the sites of its probe.
+    fn check(&self, path: &Path, sites: &[&Site]) -> Result<(), CliError> {
+        for (probe, filter) in [&self.start, &self.end].into_iter().zip(&self.filters) {
+            let Some((flag, filter)) = filter else {
+                continue;
+            };
+            let mine: Vec<&Site> = sites
+                .iter()
+                .copied()
+                .filter(|s| s.probe() == *probe)
+                .collect();
+            filters::check(flag, Some(filter), path, &mine)?;
+        }
+        Ok(())
     }
 
     /// Attaches the sites of the start and end probes among `sites`.
@@ -112,7 +197,7 @@ impl Aggregates for LatencyAgg {
             self.found[usize::from(s.probe() == self.end)] = true;
         }
         if self.agg.is_none() {
-            let first = |name: &str| mine.iter().find(|s| s.probe() == name);
+            let first = |name: &str| mine.iter().copied().find(|s| s.probe() == name);
             let key = match (first(&self.start), first(&self.end)) {
                 _ if self.key == KeyArg::Thread => LatencyKey::Thread,
                 (Some(s), Some(e)) => match (self.operand(s, sigs)?, self.operand(e, sigs)?) {
@@ -127,12 +212,7 @@ impl Aggregates for LatencyAgg {
                 },
                 (None, None) => return Ok(()),
             };
-            self.agg = Some(Aggregation::latency(
-                &self.start,
-                &self.end,
-                key,
-                self.point,
-            )?);
+            self.agg = Some(self.aggregation(key, first(&self.start), sigs)?);
         }
         match &mut self.agg {
             Some(agg) => Ok(agg.attach(path, &mine, target)?),
@@ -157,7 +237,16 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
     check_probe(&args.end)?;
     let place = args.target.place();
     let key = KeyArg::parse(args.key.as_deref());
-    let mut lat = LatencyAgg::new(&args.start, &args.end, key, args.sites.attach.into());
+    let (start, end) = match filters::prepared(args.filter) {
+        Some(f) => (Some(("--if", f.clone())), Some(("--if", f))),
+        None => (
+            filters::prepared(args.if_start).map(|f| ("--if-start", f)),
+            filters::prepared(args.if_end).map(|f| ("--if-end", f)),
+        ),
+    };
+    let mut lat = LatencyAgg::new(&args.start, &args.end, key, args.sites.attach.into())
+        .by(args.by.clone())
+        .filters(start, end);
     let code = run(
         &place,
         args.sites.force_sites,
@@ -175,13 +264,30 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
             escape_name(&lat.end)
         );
     }
+    // Each value's, then the total (which holds them all), then detach.
+    let per_value = match lat.by {
+        Some(_) => Some(PerValue::read(agg)?),
+        None => None,
+    };
     let h = lat.histogram()?;
-    // Read, detach, then print.
     lat.agg = None;
     crate::output::detached();
     let mut out = std::io::BufWriter::new(crate::output::Stdout::new());
+    if let (Some(values), Some(by)) = (per_value, &lat.by) {
+        let shown = values.split(&h, args.top, args.sort);
+        let head = Head {
+            start: &lat.start,
+            end: &lat.end,
+            key: &lat.key.words(),
+            by,
+        };
+        match args.json {
+            true => latency_by::write_json(&mut out, &head, &shown)?,
+            false => latency_by::write_text(&mut out, &head, &shown)?,
+        }
+    }
     if args.json {
-        let v = json!({
+        let mut v = json!({
             "start": lat.start,
             "end": lat.end,
             "key": lat.key.words(),
@@ -195,20 +301,30 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
             "p99_ns": h.quantile(0.99),
             "max_ns": h.max,
         });
+        if let Some(by) = &lat.by {
+            v["by"] = by.as_str().into();
+        }
         writeln!(out, "{v}").map_err(CliError::Output)?;
     } else {
+        match &lat.by {
+            // The values above; then all the pairs in one line.
+            Some(_) => write!(out, "\nall: ").map_err(CliError::Output)?,
+            None => {
+                writeln!(
+                    out,
+                    "{} -> {} by {}, nanoseconds:",
+                    escape_name(&lat.start),
+                    escape_name(&lat.end),
+                    escape_name(&lat.key.words())
+                )
+                .map_err(CliError::Output)?;
+                write_histogram(&mut out, &h)?;
+                writeln!(out).map_err(CliError::Output)?;
+            }
+        }
         writeln!(
             out,
-            "{} -> {} by {}, nanoseconds:",
-            escape_name(&lat.start),
-            escape_name(&lat.end),
-            escape_name(&lat.key.words())
-        )
-        .map_err(CliError::Output)?;
-        write_histogram(&mut out, &h)?;
-        writeln!(
-            out,
-            "\ncount {}  p50 {}  p90 {}  p99 {}  max {}  mean {}",
+            "count {}  p50 {}  p90 {}  p99 {}  max {}  mean {}",
             h.count,
             human_ns(h.quantile(0.5)),
             human_ns(h.quantile(0.9)),
@@ -315,6 +431,8 @@ struct HistAgg {
     glob: String,
     arg: String,
     point: AttachPoint,
+    /// `--if`.
+    filter: Option<Filter>,
     agg: Option<Aggregation>,
     signed: bool,
 }
@@ -322,6 +440,10 @@ struct HistAgg {
 impl Aggregates for HistAgg {
     fn globs(&self) -> Vec<String> {
         vec![self.glob.clone()]
+    }
+
+    fn check(&self, path: &Path, sites: &[&Site]) -> Result<(), CliError> {
+        filters::check("--if", self.filter.as_ref(), path, sites)
     }
 
     fn attach(
@@ -337,7 +459,11 @@ impl Aggregates for HistAgg {
         let (i, _) = operand_for(&self.arg, sites, sigs, ArgUse::Hist)?;
         self.signed |= first.args.get(i).is_some_and(|a| a.signed);
         if self.agg.is_none() {
-            self.agg = Some(Aggregation::histogram_of(i, self.point)?);
+            let mut agg = Aggregation::histogram_of(i, self.point)?;
+            if let Some(f) = &self.filter {
+                agg = agg.filter(f.clone());
+            }
+            self.agg = Some(agg);
         }
         match &mut self.agg {
             Some(agg) => Ok(agg.attach(path, sites, target)?),
@@ -352,6 +478,7 @@ pub(crate) fn hist(args: HistArgs) -> Result<i32, CliError> {
         glob: args.probe,
         arg: args.arg,
         point: args.sites.attach.into(),
+        filter: filters::prepared(args.filter),
         agg: None,
         signed: false,
     };

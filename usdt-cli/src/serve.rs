@@ -10,15 +10,23 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use usdt_trace::bpf::ProbeCounter;
-use usdt_trace::{escape, globs_match, AttachPoint, Histogram, Signatures, Site, Target};
+use usdt_trace::{
+    escape, globs_match, AttachPoint, CountedValue, Filter, Histogram, Signatures, Site, Target,
+};
 
 use crate::answers::{run, Aggregates};
 use crate::args::ServeArgs;
 use crate::error::CliError;
+use crate::filters;
 use crate::latency::{KeyArg, LatencyAgg};
+use crate::latency_by;
 
 /// The content type of the OpenMetrics text format.
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The `value` label of the series that sums a latency's values past the
+/// --top.
+const OTHER: &str = "other";
+
 /// How long the server waits for a request before the loop looks at
 /// signals and new mappings again.
 const WAIT: Duration = Duration::from_millis(100);
@@ -49,9 +57,22 @@ struct Serving {
     server: tiny_http::Server,
     globs: Vec<String>,
     point: AttachPoint,
+    /// `--if`: what the hit counts count.
+    filter: Option<Filter>,
     hits: Vec<(String, ProbeCounter)>,
-    latencies: Vec<(Option<String>, LatencyAgg)>,
+    latencies: Vec<Served>,
+    /// How many values of each latency's BY get series of their own.
+    top: usize,
     scrapes: u64,
+}
+
+/// One `--latency`: its binary (the first file with its sites), and the
+/// values of its BY that have series of their own, chosen once and kept
+/// (so that every series, "other" too, only grows).
+struct Served {
+    binary: Option<String>,
+    latency: LatencyAgg,
+    chosen: Vec<CountedValue>,
 }
 
 impl Aggregates for Serving {
@@ -60,11 +81,21 @@ impl Aggregates for Serving {
             return vec![];
         }
         let mut globs = self.globs.clone();
-        for (_, l) in &self.latencies {
-            globs.push(l.start.clone());
-            globs.push(l.end.clone());
+        for served in &self.latencies {
+            globs.push(served.latency.start.clone());
+            globs.push(served.latency.end.clone());
         }
         globs
+    }
+
+    /// `--if` on the sites whose hits are counted.
+    fn check(&self, path: &Path, sites: &[&Site]) -> Result<(), CliError> {
+        let counted: Vec<&Site> = sites
+            .iter()
+            .copied()
+            .filter(|s| globs_match(&self.globs, &s.probe()))
+            .collect();
+        filters::check("--if", self.filter.as_ref(), path, &counted)
     }
 
     fn attach(
@@ -80,14 +111,19 @@ impl Aggregates for Serving {
             .filter(|s| globs_match(&self.globs, &s.probe()))
             .collect();
         if !counted.is_empty() {
-            let counter = ProbeCounter::attach(&[(path, counted)], self.point, target)?;
+            let files = [(path, counted)];
+            let counter = match &self.filter {
+                Some(f) => ProbeCounter::attach_filtered(&files, self.point, target, f)?,
+                None => ProbeCounter::attach(&files, self.point, target)?,
+            };
             self.hits.push((binary_label(path), counter));
         }
-        for (binary, latency) in &mut self.latencies {
+        for served in &mut self.latencies {
+            let latency = &mut served.latency;
             let before = latency.agg.as_ref().map_or(0, |a| a.sites());
             latency.attach(path, sites, sigs, target)?;
-            if binary.is_none() && latency.agg.as_ref().map_or(0, |a| a.sites()) > before {
-                *binary = Some(binary_label(path));
+            if served.binary.is_none() && latency.agg.as_ref().map_or(0, |a| a.sites()) > before {
+                served.binary = Some(binary_label(path));
             }
         }
         Ok(())
@@ -117,7 +153,7 @@ impl Aggregates for Serving {
 
 impl Serving {
     /// The exposition of every metric, read from the kernel now.
-    fn metrics(&self) -> Result<String, CliError> {
+    fn metrics(&mut self) -> Result<String, CliError> {
         let mut snapshot = Snapshot::default();
         for (binary, counter) in &self.hits {
             for (probe, n) in counter.probe_counts()? {
@@ -132,15 +168,43 @@ impl Serving {
                 ));
             }
         }
-        for (binary, latency) in &self.latencies {
-            snapshot.latencies.push((
-                vec![
-                    ("binary".into(), binary.clone().unwrap_or_default()),
-                    ("start".into(), latency.start.clone()),
-                    ("end".into(), latency.end.clone()),
-                ],
-                latency.histogram()?,
-            ));
+        for served in &mut self.latencies {
+            let latency = &served.latency;
+            let labels = vec![
+                ("binary".into(), served.binary.clone().unwrap_or_default()),
+                ("start".into(), latency.start.clone()),
+                ("end".into(), latency.end.clone()),
+            ];
+            let (Some(by), Some(agg)) = (&latency.by, &latency.agg) else {
+                snapshot.latencies.push((labels, latency.histogram()?));
+                continue;
+            };
+            // Each value's, then the total (which holds them all).
+            let values = agg.histograms_by()?;
+            let total = latency.histogram()?;
+            for (value, _) in &values {
+                if served.chosen.len() < self.top && !served.chosen.contains(value) {
+                    served.chosen.push(value.clone());
+                }
+            }
+            let with = |value: String| {
+                let mut l = labels.clone();
+                l.push(("by".into(), by.clone()));
+                l.push(("value".into(), value));
+                l
+            };
+            let mine: Vec<&(CountedValue, Histogram)> = served
+                .chosen
+                .iter()
+                .filter_map(|c| values.iter().find(|(v, _)| v == c))
+                .collect();
+            for (value, h) in &mine {
+                snapshot
+                    .latencies
+                    .push((with(latency_by::label(value)), h.clone()));
+            }
+            let other = latency_by::rest(&total, mine.iter().map(|(_, h)| h));
+            snapshot.latencies.push((with(OTHER.into()), other));
         }
         let mut registry = Registry::default();
         registry.register_collector(Box::new(snapshot));
@@ -212,17 +276,23 @@ pub(crate) fn serve(args: ServeArgs) -> Result<i32, CliError> {
     let latencies = args
         .latency
         .iter()
-        .map(|(start, end, key)| {
-            let key = KeyArg::parse(key.as_deref());
-            (None, LatencyAgg::new(start, end, key, point))
+        .map(|l| {
+            let key = KeyArg::parse(l.key.as_deref());
+            Served {
+                binary: None,
+                latency: LatencyAgg::new(&l.start, &l.end, key, point).by(l.by.clone()),
+                chosen: vec![],
+            }
         })
         .collect();
     let mut serving = Serving {
         server,
         globs: args.globs,
         point,
+        filter: filters::prepared(args.filter),
         hits: vec![],
         latencies,
+        top: args.top,
         scrapes: 0,
     };
     let place = args.target.place();

@@ -5,13 +5,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use usdt_trace::{
-    escape_name, globs_match, Attacher, Ended, EngineChoice, Error, Hit, Machine, NewObject,
-    Notice, Objects, Picked, Run, Sampler, Session, SessionSampler, Signatures, Value,
+    escape_name, globs_match, Attacher, Ended, EngineChoice, Error, Filter, Hit, Machine,
+    NewObject, Notice, Objects, Picked, Run, Sampler, Session, SessionSampler, Signatures, Value,
 };
 
 use crate::args::{CountArgs, TraceArgs};
 use crate::count_engine::{self, ENGINE_ENV, TRACE_ENGINE_ENV};
 use crate::error::CliError;
+use crate::filters;
 use crate::output::{self, catch_signals, interrupted, Stdout, BROKEN_PIPE};
 use crate::stacks::{self, Folded};
 use crate::target::{
@@ -38,6 +39,7 @@ pub(crate) fn count_stacks(args: CountArgs) -> Result<i32, CliError> {
         raw: false,
         stack: true,
         limit: None,
+        filter: args.filter,
         sites: args.sites,
         no_kernel_fetch: false,
         engine: args.engine,
@@ -65,13 +67,17 @@ fn run(args: TraceArgs, fold: Option<Fold>) -> Result<i32, CliError> {
     if session.launcher().is_none() {
         check_strings(session.objects(), &args)?;
     }
+    let filter = filters::prepared(args.filter.clone());
+    for (path, sites) in session.matched() {
+        filters::check("--if", filter.as_ref(), &path, &sites)?;
+    }
     warn_next(args.sites.attach.into(), session.objects(), &args.globs);
     let picked = engine_for(&args, fold.is_some(), session.machines())?;
     // Perf events: one per site, thread (or CPU) and fetch event; Auto's
     // BPF may fall back on them at the first attach.
     raise_fd_limit();
     let duration = fold.as_ref().and_then(|f| f.duration);
-    let mut tracing = Tracing::new(&args, &session, picked, matched);
+    let mut tracing = Tracing::new(&args, &session, picked, matched, filter);
     tracing.out.fold = fold.map(|f| (Folded::default(), f.svg));
     let mut run = Run::new(session).duration(duration);
     let mut ended = run.run(&mut tracing);
@@ -151,8 +157,14 @@ struct Tracing {
 }
 
 impl Tracing {
-    /// `matched`: how many sites match.
-    fn new(args: &TraceArgs, session: &Session, picked: Picked, matched: usize) -> Tracing {
+    /// `matched`: how many sites match; `filter`: `--if`.
+    fn new(
+        args: &TraceArgs,
+        session: &Session,
+        picked: Picked,
+        matched: usize,
+        filter: Option<Filter>,
+    ) -> Tracing {
         let objects = session.objects();
         let sigs = typed::signatures(
             objects
@@ -167,6 +179,9 @@ impl Tracing {
             .per_cpu(true);
         for (glob, n) in &args.strings {
             sampler.add_string_arg(glob, *n);
+        }
+        if let Some(filter) = filter {
+            sampler = sampler.filter(filter);
         }
         let sites = objects.iter().flat_map(|(_, sites)| sites);
         typed::string_args(&mut sampler, &sigs, sites.filter(|s| session.wants(s)));

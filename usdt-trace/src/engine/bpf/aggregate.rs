@@ -175,7 +175,7 @@ pub(crate) fn aggregate_program(maps: &Maps, variants: &[Variant]) -> Result<Vec
         read_value(&mut a, &variant.read, unreadable);
         match variant.role {
             Role::Start => start(&mut a, maps, variant.by.as_ref(), unreadable, done),
-            Role::End => end(&mut a, maps, variant.by.is_some(), done),
+            Role::End => end(&mut a, maps, maps.by >= 0, done),
             Role::Record => {
                 if variant.read.signed {
                     let negative = a.label();
@@ -355,8 +355,9 @@ fn start(a: &mut Asm, maps: &Maps, by: Option<&Read>, unreadable: Label, done: L
 }
 
 /// An end: the time since its key's start goes to the histogram (and,
-/// `by`, to the histogram of the start's value), and the start is
-/// removed; without a start, an unmatched end.
+/// `by` (the maps keep a histogram per value), to the histogram of the
+/// start's value), and the start is removed; without a start, an
+/// unmatched end.
 fn end(a: &mut Asm, maps: &Maps, by: bool, done: Label) {
     let found = a.label();
     let ordered = a.label();
@@ -688,7 +689,6 @@ mod tests {
             start.by = Some(by_read);
             start.filter = Some(filtered.clone());
             let mut end = variant(Role::End, Source::Thread, false);
-            end.by = Some(by_read);
             end.filter = Some(filtered.clone());
             let maps = Maps {
                 by_strings: string,
