@@ -316,6 +316,110 @@ fn prometheus_scrapes_the_exact_totals_of_every_process() {
     assert_eq!(waiting.run().0, 1);
 }
 
+/// `--latency START,END,KEY,BY` with `--top 2`: two values of `path` get
+/// series of their own, the others are summed in `value="other"`; and
+/// `--if` counts only the hits it passes. On a program written outside
+/// the project (`tests/outside/requests.rs`), copied for this test alone.
+#[test]
+fn prometheus_scrapes_a_series_per_value_and_the_filtered_hits() {
+    if !ready(&[ROOT, PROMETHEUS]) {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-{}", std::process::id()))
+        .join("by");
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join("requests");
+    std::fs::copy(usdt_test_support::cli::outside("requests"), &program).unwrap();
+    let port = free_port();
+    let prometheus = Prometheus::start(&dir, port);
+    let mut serve = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_usdt"))
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--all"])
+            .arg(&program)
+            .args([
+                "http:request_done",
+                "--if",
+                "status >= 500",
+                "--top",
+                "2",
+                "--latency",
+                "http:request_start,http:request_done,id,path",
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut err = BufReader::new(serve.0.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.starts_with("usdt: serving "), "{line}");
+    // 4 rounds of the 4 paths, status 200; then 400 requests, some 500 or
+    // more.
+    let mut waiting = Command::new(&program)
+        .args(["latency", "4"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(waiting.wait().unwrap().success());
+    let out = Command::new(&program)
+        .args(["count", "400"])
+        .output()
+        .unwrap();
+    let failed = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.split(' ')
+                .nth(3)
+                .is_some_and(|s| s.parse::<u16>().unwrap() >= 500)
+        })
+        .count() as f64;
+    assert!(failed > 0.0);
+    let binary = program.to_str().unwrap();
+    let hits = format!(
+        "usdt_probe_hits_total{{binary=\"{binary}\",provider=\"http\",probe=\"request_done\"}}"
+    );
+    assert_eq!(prometheus.wait_for(&hits, failed), Some(failed), "{hits}");
+    // 16 pairs of 4 paths, then 400 more of 5 paths: 2 series and other.
+    let labels = format!(
+        "binary=\"{binary}\",start=\"http:request_start\",end=\"http:request_done\",by=\"path\""
+    );
+    let all = format!("sum(usdt_latency_seconds_count{{{labels}}})");
+    assert_eq!(prometheus.wait_for(&all, 416.0), Some(416.0), "{all}");
+    let series = format!("count(usdt_latency_seconds_count{{{labels}}})");
+    assert_eq!(prometheus.value(&series), Some(3.0), "{series}");
+    let other = format!("usdt_latency_seconds_count{{{labels},value=\"other\"}}");
+    let chosen = format!("sum(usdt_latency_seconds_count{{{labels},value!=\"other\"}})");
+    let (other, chosen) = (prometheus.value(&other), prometheus.value(&chosen));
+    assert_eq!(other.zip(chosen).map(|(o, c)| o + c), Some(416.0));
+    // Each path's series counts its pairs: 4 of the latency rounds, and its
+    // share of the 400.
+    let per_path = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split(' ').nth(2).map(String::from))
+        .fold(std::collections::BTreeMap::new(), |mut m, p| {
+            *m.entry(p).or_insert(0.0) += 1.0;
+            m
+        });
+    let mut seen = 0;
+    for (path, n) in &per_path {
+        let q = format!("usdt_latency_seconds_count{{{labels},value=\"{path}\"}}");
+        if let Some(v) = prometheus.value(&q) {
+            let rounds = if path.as_str() == "/static/logo.png" {
+                0.0
+            } else {
+                4.0
+            };
+            assert_eq!(v, n + rounds, "{q}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 2);
+    // SAFETY: kill with a valid pid and signal has no memory effects.
+    unsafe { libc::kill(serve.0.id() as i32, libc::SIGTERM) };
+    assert_eq!(serve.0.wait().unwrap().code(), Some(128 + libc::SIGTERM));
+}
+
 #[test]
 fn a_bad_address_or_a_port_in_use_is_one_line_and_exit_2() {
     if !ready(&[ROOT]) {

@@ -22,6 +22,43 @@ pub fn example(name: &str) -> PathBuf {
     path
 }
 
+/// A program of usdt-cli's `tests/outside/NAME.rs`, written as a user
+/// outside the project writes one: built (once per test process, in
+/// release) as a package of its own that depends on the facade by path,
+/// in `target/outside`.
+pub fn outside(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = built.iter().find(|(n, _)| n == name) {
+        return path.clone();
+    }
+    let root = crate::root();
+    let src = root
+        .join("usdt-cli/tests/outside")
+        .join(format!("{name}.rs"));
+    let dir = root.join("target").join("outside");
+    let targets = format!(
+        "[[bin]]\nname = \"{name}\"\npath = {:?}\n\n",
+        src.display().to_string()
+    );
+    let pkg =
+        crate::cell::standalone_package(&dir.join(name), &format!("outside-{name}"), &targets);
+    let target_dir = dir.join("target");
+    crate::run_ok(
+        Command::new(env!("CARGO"))
+            .current_dir(&pkg)
+            .args(["build", "--quiet", "--release", "--bins"])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("CARGO_BUILD_TARGET"),
+    );
+    let path = target_dir.join("release").join(name);
+    built.push((name.into(), path.clone()));
+    path
+}
+
 /// A demo program in `serve` mode: it fires probes on request.
 pub struct Serve {
     pub child: std::process::Child,
