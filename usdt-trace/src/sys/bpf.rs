@@ -42,6 +42,9 @@ pub(crate) const BPF_MAP_TYPE_RINGBUF: u32 = bpf_map_type::BPF_MAP_TYPE_RINGBUF 
 pub(crate) const BPF_PROG_TYPE_KPROBE: u32 = bpf_prog_type::BPF_PROG_TYPE_KPROBE as u32;
 /// `enum bpf_attach_type` (Linux 6.6).
 pub(crate) const BPF_TRACE_UPROBE_MULTI: u32 = bpf_attach_type::BPF_TRACE_UPROBE_MULTI as u32;
+/// `enum bpf_attach_type`: a program on a perf event, such as one uprobe
+/// (a `BPF_LINK_CREATE` target since Linux 5.15).
+pub(crate) const BPF_PERF_EVENT: u32 = bpf_attach_type::BPF_PERF_EVENT as u32;
 
 /// The helpers the programs call (`enum bpf_func_id`; aya-obj's bindings
 /// leave them out). Stable numbers, checked against the installed
@@ -186,6 +189,27 @@ const _: () = {
     assert!(size_of::<LinkCreateAttr>() == 64);
 };
 
+/// `BPF_LINK_CREATE` with its `perf_event` member: a program on one perf
+/// event (`target_fd`), attach type [`BPF_PERF_EVENT`].
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct PerfLinkCreateAttr {
+    pub(crate) prog_fd: u32,
+    /// The perf event's descriptor.
+    pub(crate) target_fd: u32,
+    pub(crate) attach_type: u32,
+    pub(crate) flags: u32,
+    /// What `bpf_get_attach_cookie` returns in the program.
+    pub(crate) bpf_cookie: u64,
+}
+
+const _: () = {
+    assert!(offset_of!(PerfLinkCreateAttr, target_fd) == 4);
+    assert!(offset_of!(PerfLinkCreateAttr, attach_type) == 8);
+    assert!(offset_of!(PerfLinkCreateAttr, bpf_cookie) == 16);
+    assert!(size_of::<PerfLinkCreateAttr>() == 24);
+};
+
 /// `BPF_MAP_LOOKUP_ELEM` and `BPF_MAP_UPDATE_ELEM` (whose `flags` 0 is
 /// `BPF_ANY`).
 #[repr(C)]
@@ -216,6 +240,8 @@ unsafe impl Attr for MapCreateAttr {}
 unsafe impl Attr for ProgLoadAttr {}
 // SAFETY: as above.
 unsafe impl Attr for LinkCreateAttr {}
+// SAFETY: as above.
+unsafe impl Attr for PerfLinkCreateAttr {}
 // SAFETY: as above.
 unsafe impl Attr for MapElemAttr {}
 
@@ -305,7 +331,7 @@ mod tests {
     #[test]
     fn abi_numbers_are_the_kernel_s() {
         assert_eq!((BPF_MAP_CREATE, BPF_PROG_LOAD, BPF_LINK_CREATE), (0, 5, 28));
-        assert_eq!(BPF_TRACE_UPROBE_MULTI, 48);
+        assert_eq!((BPF_TRACE_UPROBE_MULTI, BPF_PERF_EVENT), (48, 41));
         assert_eq!(BPF_MAP_TYPE_RINGBUF, 27);
         assert_eq!((BPF_MAP_GET_NEXT_KEY, BPF_MAP_TYPE_HASH), (4, 1));
         assert_eq!(command_name(BPF_LINK_CREATE), "bpf(BPF_LINK_CREATE)");

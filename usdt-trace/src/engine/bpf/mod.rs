@@ -14,12 +14,17 @@
 //! - [`MultiCounter`] owns the map, the program and the links; dropping it
 //!   detaches every site at once.
 //! - [`ProbeCounter`] counts per probe over the sites of several files.
+//! - [`EmptyProgram`] is the kernel's floor: a program that does nothing,
+//!   attached by either [`LinkKind`] (a perf event per site, or
+//!   uprobe_multi), for the bench to tell what the kernel costs per hit
+//!   from what a program adds.
 
 pub(crate) mod aggregate;
 mod aggregator;
 mod asm;
 mod counter;
 mod fetches;
+mod floor;
 mod probes;
 mod program;
 mod ringbuf;
@@ -33,6 +38,7 @@ use std::path::PathBuf;
 use crate::sys::SyscallError;
 
 pub use counter::{MultiCounter, MultiSite, MAX_SITES_PER_LINK};
+pub use floor::{EmptyProgram, LinkKind};
 pub use probes::ProbeCounter;
 pub use support::{uprobe_multi_support, UprobeMulti};
 

@@ -73,12 +73,23 @@ pub(crate) fn create_counter_map(slots: u32) -> Result<OwnedFd, BpfError> {
 /// Loads `insns` as a uprobe_multi program; on a verifier rejection, loads
 /// again with the log on and returns it in the error.
 pub(crate) fn load_program(insns: &[Insn], name: &str) -> Result<OwnedFd, BpfError> {
-    match load(insns, name, None) {
+    load_program_for(insns, name, BPF_TRACE_UPROBE_MULTI)
+}
+
+/// Loads `insns` as a kprobe-type program of `expected_attach_type`
+/// (`BPF_TRACE_UPROBE_MULTI`, or 0 for a perf event's link, which refuses a
+/// program that expects uprobe_multi), as [`load_program`] does.
+pub(crate) fn load_program_for(
+    insns: &[Insn],
+    name: &str,
+    expected_attach_type: u32,
+) -> Result<OwnedFd, BpfError> {
+    match load(insns, name, expected_attach_type, None) {
         Err(e)
             if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EINVAL) =>
         {
             let mut log = vec![0u8; 1 << 20];
-            match load(insns, name, Some(&mut log)) {
+            match load(insns, name, expected_attach_type, Some(&mut log)) {
                 Ok(fd) => Ok(fd),
                 Err(e2) => {
                     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
@@ -101,7 +112,12 @@ pub(crate) fn load_program(insns: &[Insn], name: &str) -> Result<OwnedFd, BpfErr
     }
 }
 
-fn load(insns: &[Insn], name: &str, log: Option<&mut [u8]>) -> Result<OwnedFd, SyscallError> {
+fn load(
+    insns: &[Insn],
+    name: &str,
+    expected_attach_type: u32,
+    log: Option<&mut [u8]>,
+) -> Result<OwnedFd, SyscallError> {
     let (log_level, log_size, log_buf) = match log {
         Some(buf) => (1, buf.len() as u32, buf.as_mut_ptr() as u64),
         None => (0, 0, 0),
@@ -115,7 +131,7 @@ fn load(insns: &[Insn], name: &str, log: Option<&mut [u8]>) -> Result<OwnedFd, S
         log_size,
         log_buf,
         prog_name: object_name(name),
-        expected_attach_type: BPF_TRACE_UPROBE_MULTI,
+        expected_attach_type,
         ..ProgLoadAttr::default()
     };
     // SAFETY: the instructions, the license and the log buffer outlive the
