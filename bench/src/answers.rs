@@ -1,23 +1,34 @@
-//! The answers section: what an answer costs per hit when the kernel
-//! aggregates it, beside plain counting and bpftrace's hand-written
-//! latency script, in one run; and the CPU `usdt serve` uses between
-//! scrapes.
+//! The answers section: what a hit costs when an engine counts, samples
+//! or aggregates it, beside the kernel's floor (an empty BPF program on the
+//! same sites through the same kind of link), plain counting and
+//! bpftrace's hand-written latency script, in one run; and the CPU `usdt
+//! serve` uses between scrapes.
 //!
 //! One loop fires `answers:start(id, kind)` then `answers:done(id, kind)`
 //! (two hits per iteration, `kind` = id % 8). Each row attaches one way to
-//! this process, times the same number of iterations, and detaches; a
-//! row's cost per hit is its time per iteration minus the idle loop's,
-//! halved. Rows:
+//! this process, times the same number of iterations, checks that every
+//! hit was seen, and detaches; the rows take turns, a run of each per
+//! round, and a row's time is its least over the rounds. A row's cost per
+//! hit is its time per iteration minus the idle loop's, halved. Rows:
 //!
+//! - `empty program`: `r0 = 0; exit` on both sites, at the nop and at the
+//!   long nop, by one perf event per site (`uprobe`) and by one
+//!   uprobe_multi link: the floor;
 //! - `count`: usdt-trace's per-probe counter (one BPF uprobe_multi link);
+//!   `count (perf)`: one perf counter per site;
 //! - `count --by kind`: a hash map of `kind` values to counts;
 //! - `latency --key id`: start times by id in a hash map, a log2 histogram;
 //! - `latency (tid, nop)`: keyed by thread and attached at the nop, as
 //!   bpftrace places its uprobes;
+//! - `hist kind`: a log2 histogram of `kind`;
+//! - `trace`, `trace (perf)`: a sampler whose thread decodes every hit
+//!   meanwhile (BPF ring buffer; perf ring);
 //! - `bpftrace @start/hist()`: `@start[tid] = nsecs` and
 //!   `@h = hist(nsecs - @start[tid]); delete(@start[tid])`.
 //!
-//! Ratios are to `count`. `usdt serve` (the release `usdt` beside this
+//! Each row's site (where its uprobes are, read from the process's code)
+//! and link name its floor: `x floor` is its cost over that floor's. `x
+//! count` is over `count`'s. `usdt serve` (the release `usdt` beside this
 //! bench) serves every probe of this bench's executable with a latency;
 //! its CPU time is read from `/proc/PID/task/*/schedstat` over a window
 //! without scrapes, and for one scrape.
@@ -29,8 +40,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use usdt_provision::{Need, BPFTRACE};
-use usdt_trace::bpf::ProbeCounter;
-use usdt_trace::{read_file, Aggregation, AttachPoint, LatencyKey, Site, Target};
+use usdt_trace::bpf::{EmptyProgram, LinkKind, ProbeCounter};
+use usdt_trace::{read_file, Aggregation, AttachPoint, LatencyKey, PerfCounter, Site, Target};
+
+use crate::trace_thread::TraceThread;
 
 #[usdt::provider]
 mod answers {
@@ -50,11 +63,18 @@ fn requests(n: u64) {
     }
 }
 
-/// One row: its name and its cost per hit.
+/// One row: its name, where it attached and how, and its cost per hit.
 #[derive(Clone, Debug)]
 pub struct AnswersRow {
     pub name: &'static str,
+    /// The instruction its uprobes are on: `nop`, `nop5` or `nop10`.
+    pub site: &'static str,
+    /// How its uprobes are linked: `uprobe` (a perf event per site) or
+    /// `uprobe_multi`.
+    pub link: &'static str,
     pub ns_per_hit: f64,
+    /// Hits the row's rings lost (the trace rows), of all its hits.
+    pub lost: Option<(u64, u64)>,
 }
 
 /// The section's results.
@@ -70,16 +90,21 @@ pub struct Answers {
     pub serve: Result<(f64, f64), String>,
 }
 
-/// The best (least) time per iteration of `runs` runs of `n`.
-fn ns_per_iteration(n: u64, runs: usize) -> f64 {
-    requests(n / 10); // warm: the first hit optimizes a nop5 site
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            requests(std::hint::black_box(n));
-            t.elapsed().as_nanos() as f64 / n as f64
-        })
-        .fold(f64::MAX, f64::min)
+impl Answers {
+    /// The empty program's row of `link` at `site`: the floor of the rows
+    /// attached there that way.
+    pub fn floor(&self, site: &str, link: &str) -> Option<&AnswersRow> {
+        self.rows
+            .iter()
+            .find(|r| r.name == FLOOR && r.site == site && r.link == link)
+    }
+}
+
+/// The time per iteration of a run of `n`.
+fn ns_per_iteration(n: u64) -> f64 {
+    let t = Instant::now();
+    requests(std::hint::black_box(n));
+    t.elapsed().as_nanos() as f64 / n as f64
 }
 
 /// This executable and its two sites of `answers`.
@@ -96,43 +121,116 @@ fn sites() -> Result<(PathBuf, Vec<Site>), String> {
     Ok((exe, sites))
 }
 
-/// Attached one way, for the time of the runs.
+/// How a row attaches.
+#[derive(Clone, Copy, Debug)]
+enum How {
+    /// The empty program, at the nop or at the long nop.
+    Floor(LinkKind, AttachPoint),
+    Count,
+    CountPerf,
+    CountBy,
+    Latency(LatencyKey, AttachPoint),
+    Hist,
+    /// A sampler: BPF, or perf events.
+    Trace {
+        bpf: bool,
+    },
+    Bpftrace,
+}
+
+/// The empty program's rows' name.
+const FLOOR: &str = "empty program";
+
+const ROWS: [(&str, How); 13] = [
+    (FLOOR, How::Floor(LinkKind::PerfEvent, AttachPoint::Nop)),
+    (FLOOR, How::Floor(LinkKind::UprobeMulti, AttachPoint::Nop)),
+    (FLOOR, How::Floor(LinkKind::PerfEvent, AttachPoint::Next)),
+    (FLOOR, How::Floor(LinkKind::UprobeMulti, AttachPoint::Next)),
+    ("count", How::Count),
+    ("count (perf)", How::CountPerf),
+    ("count --by kind", How::CountBy),
+    (
+        "latency --key id",
+        How::Latency(LatencyKey::Arg { start: 0, end: 0 }, AttachPoint::Auto),
+    ),
+    (
+        "latency (tid, nop)",
+        How::Latency(LatencyKey::Thread, AttachPoint::Nop),
+    ),
+    ("hist kind", How::Hist),
+    ("trace", How::Trace { bpf: true }),
+    ("trace (perf)", How::Trace { bpf: false }),
+    ("bpftrace @start/hist()", How::Bpftrace),
+];
+
+/// Attached one way, for the time of a run.
 enum Attached {
+    Floor(EmptyProgram),
     Count(ProbeCounter),
-    Agg(Aggregation),
+    CountPerf(PerfCounter),
+    /// An aggregation, and how many values it counts per request.
+    Agg(Aggregation, u64),
+    Trace(TraceThread),
     /// bpftrace, and its output once it exits.
     Bpftrace(Child, std::sync::mpsc::Receiver<String>),
 }
 
-fn attach(row: &str, exe: &Path, sites: &[Site]) -> Result<Attached, String> {
-    let me = Target::Pid(std::process::id());
-    let refs: Vec<&Site> = sites.iter().collect();
-    let e = |e: usdt_trace::Error| e.to_string();
-    Ok(match row {
-        "count" => {
-            Attached::Count(ProbeCounter::attach(&[(exe, refs)], AttachPoint::Auto, me).map_err(e)?)
+impl How {
+    /// How its uprobes are linked.
+    fn link(self) -> &'static str {
+        match self {
+            How::Floor(kind, _) => kind.name(),
+            How::CountPerf | How::Trace { bpf: false } | How::Bpftrace => {
+                LinkKind::PerfEvent.name()
+            }
+            _ => LinkKind::UprobeMulti.name(),
         }
-        "count --by kind" => {
-            let mut a = Aggregation::count_by(1, false, false, AttachPoint::Auto).map_err(e)?;
+    }
+
+    fn attach(self, exe: &Path, sites: &[Site]) -> Result<Attached, String> {
+        let me = Target::Pid(std::process::id());
+        let refs: Vec<&Site> = sites.iter().collect();
+        let e = |e: usdt_trace::Error| e.to_string();
+        let aggregate = |mut a: Aggregation, per_request: u64| {
             a.attach(exe, &refs, me).map_err(e)?;
-            Attached::Agg(a)
-        }
-        "latency --key id" | "latency (tid, nop)" => {
-            let (key, point) = if row == "latency --key id" {
-                (LatencyKey::Arg { start: 0, end: 0 }, AttachPoint::Auto)
-            } else {
-                (LatencyKey::Thread, AttachPoint::Nop)
-            };
-            let mut a =
-                Aggregation::latency("answers:start", "answers:done", key, point).map_err(e)?;
-            a.attach(exe, &refs, me).map_err(e)?;
-            Attached::Agg(a)
-        }
-        _ => {
-            let (child, output) = bpftrace(exe, sites)?;
-            Attached::Bpftrace(child, output)
-        }
-    })
+            Ok::<_, String>(Attached::Agg(a, per_request))
+        };
+        Ok(match self {
+            How::Floor(kind, point) => {
+                Attached::Floor(EmptyProgram::attach(exe, sites, point, kind, me).map_err(e)?)
+            }
+            How::Count => Attached::Count(
+                ProbeCounter::attach(&[(exe, refs.clone())], AttachPoint::Auto, me).map_err(e)?,
+            ),
+            How::CountPerf => {
+                let mut c = PerfCounter::new(AttachPoint::Auto);
+                c.attach(exe, sites, me).map_err(e)?;
+                Attached::CountPerf(c)
+            }
+            How::CountBy => aggregate(
+                Aggregation::count_by(1, false, false, AttachPoint::Auto).map_err(e)?,
+                2,
+            )?,
+            How::Latency(key, point) => aggregate(
+                Aggregation::latency("answers:start", "answers:done", key, point).map_err(e)?,
+                1,
+            )?,
+            How::Hist => aggregate(
+                Aggregation::histogram_of(1, AttachPoint::Auto).map_err(e)?,
+                2,
+            )?,
+            How::Trace { bpf } => Attached::Trace(TraceThread::start(
+                exe.into(),
+                sites.to_vec(),
+                AttachPoint::Auto,
+                bpf,
+            )?),
+            How::Bpftrace => {
+                let (child, output) = bpftrace(exe, sites)?;
+                Attached::Bpftrace(child, output)
+            }
+        })
+    }
 }
 
 /// The values of this process's semaphores of `sites`.
@@ -234,22 +332,42 @@ pub(crate) fn stop(child: &mut Child) {
 
 /// Checks that every one of `pairs` requests was seen (for usdt-trace's
 /// rows), then detaches (bpftrace: SIGINT, then waits for it to exit).
-fn check_and_detach(a: Attached, pairs: u64) -> Result<(), String> {
+/// Returns the hits a ring lost, of all, for the rows that sample.
+fn check_and_detach(a: Attached, pairs: u64) -> Result<Option<(u64, u64)>, String> {
     let e = |e: usdt_trace::Error| e.to_string();
     let seen = match a {
+        // Nothing counts the empty program's hits.
+        Attached::Floor(p) => {
+            p.detach();
+            return Ok(None);
+        }
         Attached::Count(c) => c
             .probe_counts()
             .map_err(e)?
             .get("answers:done")
             .copied()
             .unwrap_or(0),
-        Attached::Agg(a) => {
+        Attached::CountPerf(c) => c
+            .probe_counts()
+            .map_err(e)?
+            .get("answers:done")
+            .copied()
+            .unwrap_or(0),
+        Attached::Agg(a, per_request) => {
             let counts = a.counts().map_err(e)?;
-            if counts.is_empty() {
+            let n = if counts.is_empty() {
                 a.histogram().map_err(e)?.count
             } else {
-                counts.iter().map(|(_, n)| n).sum::<u64>() / 2
+                counts.iter().map(|(_, n)| n).sum::<u64>()
+            };
+            n / per_request
+        }
+        Attached::Trace(t) => {
+            let (hits, lost) = t.finish()?;
+            if hits + lost != 2 * pairs {
+                return Err(format!("{hits} hits read and {lost} lost of {}", 2 * pairs));
             }
+            return Ok(Some((lost, 2 * pairs)));
         }
         Attached::Bpftrace(mut child, output) => {
             stop(&mut child);
@@ -267,42 +385,57 @@ fn check_and_detach(a: Attached, pairs: u64) -> Result<(), String> {
     if seen != pairs {
         return Err(format!("{seen} of {pairs} requests were aggregated"));
     }
-    Ok(())
+    Ok(None)
 }
-
-const ROWS: [&str; 5] = [
-    "count",
-    "count --by kind",
-    "latency --key id",
-    "latency (tid, nop)",
-    "bpftrace @start/hist()",
-];
 
 /// Runs the section: `quick` runs fewer iterations and a shorter serve
 /// window.
 pub fn run(quick: bool) -> Result<Answers, String> {
     let (exe, sites) = sites()?;
+    let pid = std::process::id();
     let n = if quick { 100_000 } else { 1_000_000 };
-    let runs = if quick { 3 } else { 5 };
-    let idle_ns = ns_per_iteration(n, runs);
+    let rounds = if quick { 3 } else { 5 };
+    let mut idle_ns = f64::MAX;
+    // Per row: its least time, where it attached, what it lost, or why it
+    // stopped.
+    let mut best: Vec<Result<(f64, &'static str, Option<(u64, u64)>), String>> =
+        ROWS.iter().map(|_| Ok((f64::MAX, "none", None))).collect();
+    for _ in 0..rounds {
+        idle_ns = idle_ns.min(ns_per_iteration(n));
+        for ((_, how), row) in ROWS.iter().zip(&mut best) {
+            let Ok((least, _, _)) = row else {
+                continue;
+            };
+            let result = how.attach(&exe, &sites).and_then(|a| {
+                // Warm: the first hit optimizes a long nop.
+                requests(n / 10);
+                let at = crate::attach::attached_insn(pid, &exe, &sites[0]);
+                let ns = ns_per_iteration(n);
+                let lost = check_and_detach(a, n / 10 + n)?;
+                Ok((ns, at?, lost))
+            });
+            match result {
+                Ok(run) if run.0 < *least => *row = Ok(run),
+                Ok(_) => {}
+                Err(why) => *row = Err(why),
+            }
+        }
+    }
     let mut out = Answers {
         idle_ns,
         rows: vec![],
         skipped: vec![],
         serve: Err("not run".into()),
     };
-    for name in ROWS {
-        match attach(name, &exe, &sites) {
-            Ok(a) => {
-                let ns = ns_per_iteration(n, runs);
-                match check_and_detach(a, n / 10 + n * runs as u64) {
-                    Ok(()) => out.rows.push(AnswersRow {
-                        name,
-                        ns_per_hit: (ns - idle_ns).max(0.0) / 2.0,
-                    }),
-                    Err(why) => out.skipped.push((name, why)),
-                }
-            }
+    for ((name, how), row) in ROWS.iter().zip(best) {
+        match row {
+            Ok((ns, site, lost)) => out.rows.push(AnswersRow {
+                name,
+                site,
+                link: how.link(),
+                ns_per_hit: (ns - idle_ns).max(0.0) / 2.0,
+                lost,
+            }),
             Err(why) => out.skipped.push((name, why)),
         }
     }
@@ -417,30 +550,46 @@ fn serve_cpu(exe: &Path, seconds: u64) -> Result<(f64, f64), String> {
     let _ = child.wait();
     result
 }
-
 /// The section as a table.
 pub fn table(a: &Answers) -> String {
     let mut s = String::from(
-        "\nAnswers in the kernel: cost per hit (answers:start + answers:done, this process)\n",
+        "\nAnswers in the kernel: cost per hit (answers:start + answers:done, this process), \
+         beside an empty program on the same sites (the floor)\n",
     );
-    s += &format!("{:<26}{:>12}{:>12}\n", "row", "ns/hit", "x count");
     s += &format!(
-        "{:<26}{:>12.1}{:>12}\n",
-        "idle loop (per iteration)", a.idle_ns, ""
+        "{:<24}{:<7}{:<14}{:>10}{:>9}{:>9}\n",
+        "row", "site", "link", "ns/hit", "x floor", "x count"
     );
+    s += &format!("{:<45}{:>10.1}\n", "idle loop (per iteration)", a.idle_ns);
     let base = a
         .rows
         .iter()
         .find(|r| r.name == "count")
         .map(|r| r.ns_per_hit);
+    let ratio = |v: f64, b: Option<f64>| {
+        b.filter(|b| *b > 0.0)
+            .map_or("-".into(), |b| format!("{:.2}", v / b))
+    };
     for r in &a.rows {
-        let ratio = base
-            .filter(|b| *b > 0.0)
-            .map_or("-".into(), |b| format!("{:.2}", r.ns_per_hit / b));
-        s += &format!("{:<26}{:>12.1}{:>12}\n", r.name, r.ns_per_hit, ratio);
+        let floor = match r.name {
+            FLOOR => "-".into(),
+            _ => ratio(r.ns_per_hit, a.floor(r.site, r.link).map(|f| f.ns_per_hit)),
+        };
+        let count = match r.name {
+            FLOOR => "-".into(),
+            _ => ratio(r.ns_per_hit, base),
+        };
+        s += &format!(
+            "{:<24}{:<7}{:<14}{:>10.1}{:>9}{:>9}",
+            r.name, r.site, r.link, r.ns_per_hit, floor, count
+        );
+        if let Some((lost, of)) = r.lost {
+            s += &format!("  lost {lost} of {of} hits");
+        }
+        s += "\n";
     }
     for (name, why) in &a.skipped {
-        s += &format!("{name:<26} not measured: {why}\n");
+        s += &format!("{name:<24} not measured: {why}\n");
     }
     match &a.serve {
         Ok((idle, scrape)) => {

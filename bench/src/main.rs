@@ -24,7 +24,9 @@ mod many;
 mod peers;
 mod pgbench;
 mod report;
+mod threads;
 mod timing;
+mod trace_thread;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -121,11 +123,13 @@ struct Options {
     answers_only: bool,
     /// Only the PostgreSQL section.
     postgres_only: bool,
+    /// Only the two-threads section.
+    threads_only: bool,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only | --postgres-only] [--json FILE] [--svg FILE] | bench --prepare | bench --prepare-c | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
+const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only | --postgres-only | --threads-only] [--json FILE] [--svg FILE] | bench --prepare | bench --prepare-c | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -134,6 +138,7 @@ fn options(args: &[String]) -> Result<Options, String> {
         fork_only: false,
         answers_only: false,
         postgres_only: false,
+        threads_only: false,
         json: None,
         svg: None,
     };
@@ -150,6 +155,7 @@ fn options(args: &[String]) -> Result<Options, String> {
             "--fork-only" => o.fork_only = true,
             "--answers-only" => o.answers_only = true,
             "--postgres-only" => o.postgres_only = true,
+            "--threads-only" => o.threads_only = true,
             "--json" => o.json = Some(file()?),
             "--svg" => o.svg = Some(file()?),
             "-h" | "--help" => {
@@ -260,6 +266,11 @@ fn run(opts: Options) -> Result<(), String> {
     if opts.postgres_only {
         let p = pgbench::run(opts.plan.runs == 1)?;
         print!("{}", pgbench::table(&p));
+        return Ok(());
+    }
+    if opts.threads_only {
+        let t = threads::run(opts.plan.runs == 1, cannot_attach().is_none())?;
+        print!("{}", threads::table(&t));
         return Ok(());
     }
     let machine = machine::Machine::probe();
@@ -417,6 +428,11 @@ fn run(opts: Options) -> Result<(), String> {
     } else {
         Err("needs root".into())
     };
+    bar.set_message("threads");
+    if bar.is_hidden() {
+        eprintln!("bench: the two-threads section ...");
+    }
+    let threads = threads::run(opts.plan.runs == 1, no_attach.is_none());
     bar.finish_and_clear();
     report.others = clock.others_since();
 
@@ -428,6 +444,10 @@ fn run(opts: Options) -> Result<(), String> {
     match &postgres {
         Ok(p) => print!("{}", pgbench::table(p)),
         Err(why) => println!("\nPostgreSQL under pgbench: not measured: {why}"),
+    }
+    match &threads {
+        Ok(t) => print!("{}", threads::table(t)),
+        Err(why) => println!("\nTwo threads on one probe: not measured: {why}"),
     }
     if let Some(path) = &opts.json {
         report.write_json(path)?;

@@ -1,6 +1,7 @@
 //! The answers section: `bench --answers-only --quick` measures every row
 //! (each checks that every request was aggregated, bpftrace's by the sum of
-//! its histogram) and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
+//! its histogram, a trace's by the hits read and lost), each beside the
+//! empty program's row of its site and link, and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
 //! latency --json` object; `--postgres-only --quick` measures PostgreSQL
 //! under pgbench, untraced and traced. The bench is built in release in
 //! this build's target directory, as tests/bench.rs builds it.
@@ -73,16 +74,68 @@ fn every_answers_row_is_measured_with_its_ratio() {
         return;
     }
     let stdout = section(&["--answers-only", "--quick"]);
-    check_rows(
-        &stdout,
-        &[
-            "count ",
-            "count --by kind ",
-            "latency --key id ",
-            "latency (tid, nop) ",
-            "bpftrace @start/hist() ",
+    // The name is 24 columns wide; then site, link, ns/hit, x floor, x
+    // count.
+    let row = |name: &str| -> Vec<Vec<String>> {
+        stdout
+            .lines()
+            .filter(|l| l.len() > 24 && l[..24].trim_end() == name)
+            .map(|l| l[24..].split_whitespace().map(String::from).collect())
+            .collect()
+    };
+    let floors = row("empty program");
+    let mut kinds: Vec<(&str, &str)> = floors
+        .iter()
+        .map(|w| (w[0].as_str(), w[1].as_str()))
+        .collect();
+    kinds.sort();
+    let long = if floors.iter().any(|w| w[0] == "nop10") {
+        "nop10"
+    } else {
+        "nop5"
+    };
+    assert_eq!(
+        kinds,
+        [
+            ("nop", "uprobe"),
+            ("nop", "uprobe_multi"),
+            (long, "uprobe"),
+            (long, "uprobe_multi")
         ],
+        "{stdout}"
     );
+    for w in &floors {
+        assert!(w[2].parse::<f64>().unwrap() > 0.0, "{w:?}");
+    }
+    for name in [
+        "count",
+        "count (perf)",
+        "count --by kind",
+        "latency --key id",
+        "latency (tid, nop)",
+        "hist kind",
+        "trace",
+        "trace (perf)",
+        "bpftrace @start/hist()",
+    ] {
+        let rows = row(name);
+        let [w] = rows.as_slice() else {
+            panic!("no row {name}\n{stdout}");
+        };
+        // Its floor is a row of the same site and link.
+        assert!(
+            floors.iter().any(|f| f[..2] == w[..2]),
+            "{name}: no floor at {} by {}\n{stdout}",
+            w[0],
+            w[1]
+        );
+        let numbers: Vec<f64> = w[2..5].iter().map(|v| v.parse().unwrap()).collect();
+        assert!(numbers.iter().all(|v| *v > 0.0), "{name}: {w:?}");
+        if name.starts_with("trace") {
+            assert!(w[5..].join(" ").starts_with("lost "), "{name}: {w:?}");
+        }
+    }
+    assert!(!stdout.contains("not measured"), "{stdout}");
     let serve = stdout
         .lines()
         .find(|l| l.starts_with("usdt serve: "))

@@ -173,6 +173,32 @@ fn quick_json_has_every_row() {
         assert_eq!(fork["trampoline"], true, "{fork}");
     }
 
+    // Two threads on one probe: each row's rates and ratio; the counters
+    // count the hits of both threads.
+    let threads: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Two threads on one probe"))
+        .collect();
+    let mut names = vec!["usdt-idle", "syscall-count"];
+    if root {
+        names.extend(["empty program", "perf counter", "bpf counter"]);
+    }
+    for name in names {
+        let lines: Vec<&&str> = threads
+            .iter()
+            .filter(|l| l.len() > 16 && l[..16].trim_end() == name)
+            .collect();
+        assert!(!lines.is_empty(), "no threads row {name}\n{stdout}");
+        for line in lines {
+            let ratio = line
+                .split_whitespace()
+                .find_map(|w| w.strip_suffix('x')?.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no ratio: {line}"));
+            assert!(ratio > 0.0, "{line}");
+            assert!(!line.contains("counted"), "a counter missed hits: {line}");
+        }
+    }
+
     let idle = &doc["idle_instructions"];
     let valgrind = Command::new("valgrind").arg("--version").output();
     if !valgrind.is_ok_and(|o| o.status.success()) {
