@@ -388,6 +388,10 @@ fn check_and_detach(a: Attached, pairs: u64) -> Result<Option<(u64, u64)>, Strin
     Ok(None)
 }
 
+/// A row's least time per iteration so far, where it attached, and what
+/// its rings lost in that run.
+type Best = (f64, &'static str, Option<(u64, u64)>);
+
 /// Runs the section: `quick` runs fewer iterations and a shorter serve
 /// window.
 pub fn run(quick: bool) -> Result<Answers, String> {
@@ -398,7 +402,7 @@ pub fn run(quick: bool) -> Result<Answers, String> {
     let mut idle_ns = f64::MAX;
     // Per row: its least time, where it attached, what it lost, or why it
     // stopped.
-    let mut best: Vec<Result<(f64, &'static str, Option<(u64, u64)>), String>> =
+    let mut best: Vec<Result<Best, String>> =
         ROWS.iter().map(|_| Ok((f64::MAX, "none", None))).collect();
     for _ in 0..rounds {
         idle_ns = idle_ns.min(ns_per_iteration(n));

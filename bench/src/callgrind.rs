@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 
 const N1: u64 = 1_000_000;
 const N2: u64 = 2_000_000;
-/// The `tracing` loops cost up to thousands of instructions per iteration:
-/// they run this many times fewer iterations.
+/// The `tracing` loops and the request loops cost hundreds to thousands of
+/// instructions per iteration: they run this many times fewer iterations.
 const TRACING_SCALE: u64 = 100;
 
 /// The loops counted, as (key in the JSON, program, argument of
@@ -48,7 +48,7 @@ pub fn available() -> Result<(), String> {
 
 /// Instructions per iteration of `program --callgrind-child LOOP N`.
 pub fn per_iteration(program: &Path, name: &str) -> Result<f64, String> {
-    let scale = if name.starts_with("tracing") {
+    let scale = if name.starts_with("tracing") || name.starts_with("requests") {
         TRACING_SCALE
     } else {
         1

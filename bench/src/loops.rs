@@ -139,6 +139,6 @@ pub fn by_name(name: &str) -> Option<fn(u64)> {
         "tracing-registry" => tracing_registry,
         "tracing-usdt-idle" => tracing_usdt_idle,
         "tracing-fmt" => tracing_fmt,
-        _ => return None,
+        _ => return crate::layouts::by_name(name),
     })
 }

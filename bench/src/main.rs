@@ -18,6 +18,7 @@ mod attached_rows;
 mod callgrind;
 mod csdt;
 mod forks;
+mod layouts;
 mod loops;
 mod machine;
 mod many;
@@ -125,11 +126,13 @@ struct Options {
     postgres_only: bool,
     /// Only the two-threads section.
     threads_only: bool,
+    /// Only the site layouts' section.
+    layouts_only: bool,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only | --postgres-only | --threads-only] [--json FILE] [--svg FILE] | bench --prepare | bench --prepare-c | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
+const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only | --postgres-only | --threads-only | --layouts-only] [--json FILE] [--svg FILE] | bench --prepare | bench --prepare-c | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -139,6 +142,7 @@ fn options(args: &[String]) -> Result<Options, String> {
         answers_only: false,
         postgres_only: false,
         threads_only: false,
+        layouts_only: false,
         json: None,
         svg: None,
     };
@@ -156,6 +160,7 @@ fn options(args: &[String]) -> Result<Options, String> {
             "--answers-only" => o.answers_only = true,
             "--postgres-only" => o.postgres_only = true,
             "--threads-only" => o.threads_only = true,
+            "--layouts-only" => o.layouts_only = true,
             "--json" => o.json = Some(file()?),
             "--svg" => o.svg = Some(file()?),
             "-h" | "--help" => {
@@ -268,6 +273,13 @@ fn run(opts: Options) -> Result<(), String> {
         print!("{}", pgbench::table(&p));
         return Ok(());
     }
+    if opts.layouts_only {
+        let exe =
+            std::fs::canonicalize("/proc/self/exe").map_err(|e| format!("/proc/self/exe: {e}"))?;
+        let l = layouts::run(opts.plan.runs == 1, &exe, callgrind::available().is_ok());
+        print!("{}", layouts::table(&l));
+        return Ok(());
+    }
     if opts.threads_only {
         let t = threads::run(opts.plan.runs == 1, cannot_attach().is_none())?;
         print!("{}", threads::table(&t));
@@ -297,6 +309,7 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let mut jobs = callgrind::jobs(&exe, peers_exe.as_deref().ok());
     let valgrind = callgrind::available();
+    let valgrind_ok = valgrind.is_ok();
     let steps = ROWS.len() * opts.plan.runs + if valgrind.is_ok() { jobs.len() } else { 0 };
     let bar = progress(steps as u64);
 
@@ -433,6 +446,11 @@ fn run(opts: Options) -> Result<(), String> {
         eprintln!("bench: the two-threads section ...");
     }
     let threads = threads::run(opts.plan.runs == 1, no_attach.is_none());
+    bar.set_message("site layouts");
+    if bar.is_hidden() {
+        eprintln!("bench: the site layouts' section ...");
+    }
+    let layouts = layouts::run(opts.plan.runs == 1, &exe, valgrind_ok);
     bar.finish_and_clear();
     report.others = clock.others_since();
 
@@ -449,6 +467,7 @@ fn run(opts: Options) -> Result<(), String> {
         Ok(t) => print!("{}", threads::table(t)),
         Err(why) => println!("\nTwo threads on one probe: not measured: {why}"),
     }
+    print!("{}", layouts::table(&layouts));
     if let Some(path) = &opts.json {
         report.write_json(path)?;
         eprintln!("bench: wrote {}", path.display());

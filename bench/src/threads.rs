@@ -28,10 +28,14 @@ use crate::loops;
 /// run waits at before it starts.
 type Job = (fn(u64), u64, Arc<Barrier>);
 
+/// A worker: where its jobs go, and where it says when each started and
+/// ended.
+type Worker = (Sender<Job>, Receiver<(Instant, Instant)>);
+
 /// Worker threads that run a loop when told, and say when they started
 /// and ended.
 struct Pool {
-    workers: Vec<(Sender<Job>, Receiver<(Instant, Instant)>)>,
+    workers: Vec<Worker>,
 }
 
 impl Pool {
