@@ -27,6 +27,7 @@ pub fn jobs(bench: &Path, peers: Option<&Path>) -> Vec<(&'static str, PathBuf, &
         ("probe-crate", bench.to_owned(), "probe-crate"),
         ("tracing-registry", bench.to_owned(), "tracing-registry"),
         ("tracing-usdt-idle", bench.to_owned(), "tracing-usdt-idle"),
+        ("tracing-floor", bench.to_owned(), "tracing-floor"),
         ("tracing-fmt", bench.to_owned(), "tracing-fmt"),
     ];
     if let Some(peers) = peers {

@@ -196,6 +196,10 @@ impl Report {
                 "tracing-usdt-idle",
                 "the same, tracing_usdt::layer() alone, untraced",
             ),
+            (
+                "tracing-floor",
+                "the same, a Subscriber whose enabled() is false: tracing's own",
+            ),
             ("tracing-fmt", "the same, the fmt layer writing to a sink"),
         ];
         for (key, what) in targets {
