@@ -68,13 +68,15 @@ pub(crate) mod helper {
     pub(crate) const RINGBUF_RESERVE: i32 = 131;
     /// `bpf_ringbuf_submit(data, flags)`.
     pub(crate) const RINGBUF_SUBMIT: i32 = 132;
+    /// `bpf_ringbuf_query(ring, flags)`.
+    pub(crate) const RINGBUF_QUERY: i32 = 134;
     /// `bpf_get_attach_cookie(ctx)`: for a uprobe_multi link, the site's
     /// cookie.
     pub(crate) const GET_ATTACH_COOKIE: i32 = 174;
 
     /// Every helper, by its name in `linux/bpf.h`.
     #[cfg(test)]
-    pub(crate) const ALL: [(&str, i32); 10] = [
+    pub(crate) const ALL: [(&str, i32); 11] = [
         ("BPF_FUNC_map_lookup_elem", MAP_LOOKUP_ELEM),
         ("BPF_FUNC_map_update_elem", MAP_UPDATE_ELEM),
         ("BPF_FUNC_map_delete_elem", MAP_DELETE_ELEM),
@@ -84,6 +86,7 @@ pub(crate) mod helper {
         ("BPF_FUNC_probe_read_user_str", PROBE_READ_USER_STR),
         ("BPF_FUNC_ringbuf_reserve", RINGBUF_RESERVE),
         ("BPF_FUNC_ringbuf_submit", RINGBUF_SUBMIT),
+        ("BPF_FUNC_ringbuf_query", RINGBUF_QUERY),
         ("BPF_FUNC_get_attach_cookie", GET_ATTACH_COOKIE),
     ];
 }
