@@ -6,10 +6,12 @@
 //!
 //! One loop fires `answers:start(id, kind)` then `answers:done(id, kind)`
 //! (two hits per iteration, `kind` = id % 8). Each row attaches one way to
-//! this process, times the same number of iterations, checks that every
-//! hit was seen, and detaches; the rows take turns, a run of each per
-//! round, and a row's time is its least over the rounds. A row's cost per
-//! hit is its time per iteration minus the idle loop's, halved. Rows:
+//! this process, times batches of 1,000 iterations (about a millisecond:
+//! many run without the machine's other work interrupting them), checks
+//! that every hit was seen, and detaches; the rows take turns, once per
+//! round, and a row's time per iteration is its least over every batch of
+//! every round. A row's cost per hit is that time minus the idle loop's,
+//! halved. Rows:
 //!
 //! - `empty program`: `r0 = 0; exit` on both sites, at the nop and at the
 //!   long nop, by one perf event per site (`uprobe`) and by one
@@ -100,11 +102,19 @@ impl Answers {
     }
 }
 
-/// The time per iteration of a run of `n`.
-fn ns_per_iteration(n: u64) -> f64 {
-    let t = Instant::now();
-    requests(std::hint::black_box(n));
-    t.elapsed().as_nanos() as f64 / n as f64
+/// Iterations per batch: about a millisecond attached, short enough that
+/// many batches run without the machine's other work interrupting them.
+const BATCH: u64 = 1000;
+
+/// The least time per iteration over `batches` batches of [`BATCH`].
+fn least_ns_per_iteration(batches: u64) -> f64 {
+    (0..batches)
+        .map(|_| {
+            let t = Instant::now();
+            requests(std::hint::black_box(BATCH));
+            t.elapsed().as_nanos() as f64 / BATCH as f64
+        })
+        .fold(f64::MAX, f64::min)
 }
 
 /// This executable and its two sites of `answers`.
@@ -397,25 +407,24 @@ type Best = (f64, &'static str, Option<(u64, u64)>);
 pub fn run(quick: bool) -> Result<Answers, String> {
     let (exe, sites) = sites()?;
     let pid = std::process::id();
-    let n = if quick { 100_000 } else { 1_000_000 };
-    let rounds = if quick { 3 } else { 5 };
+    let (rounds, batches) = if quick { (3, 30) } else { (5, 100) };
     let mut idle_ns = f64::MAX;
     // Per row: its least time, where it attached, what it lost, or why it
     // stopped.
     let mut best: Vec<Result<Best, String>> =
         ROWS.iter().map(|_| Ok((f64::MAX, "none", None))).collect();
     for _ in 0..rounds {
-        idle_ns = idle_ns.min(ns_per_iteration(n));
+        idle_ns = idle_ns.min(least_ns_per_iteration(batches));
         for ((_, how), row) in ROWS.iter().zip(&mut best) {
             let Ok((least, _, _)) = row else {
                 continue;
             };
             let result = how.attach(&exe, &sites).and_then(|a| {
                 // Warm: the first hit optimizes a long nop.
-                requests(n / 10);
+                requests(BATCH);
                 let at = crate::attach::attached_insn(pid, &exe, &sites[0]);
-                let ns = ns_per_iteration(n);
-                let lost = check_and_detach(a, n / 10 + n)?;
+                let ns = least_ns_per_iteration(batches);
+                let lost = check_and_detach(a, BATCH * (1 + batches))?;
                 Ok((ns, at?, lost))
             });
             match result {
