@@ -42,7 +42,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use usdt_provision::{Need, BPFTRACE};
-use usdt_trace::bpf::{EmptyProgram, LinkKind, ProbeCounter};
+use usdt_trace::bpf::ProbeCounter;
+use usdt_trace::floor::{EmptyProgram, LinkKind};
 use usdt_trace::{read_file, Aggregation, AttachPoint, LatencyKey, PerfCounter, Site, Target};
 
 use crate::trace_thread::TraceThread;

@@ -21,7 +21,8 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use usdt_trace::bpf::{EmptyProgram, LinkKind, MultiCounter, MultiSite};
+use usdt_trace::bpf::{MultiCounter, MultiSite};
+use usdt_trace::floor::{EmptyProgram, LinkKind};
 use usdt_trace::{AttachPoint, KernelFeatures, PerfCounter, Site, Target};
 
 use crate::loops;

@@ -6,7 +6,8 @@
 //! ([`Target`]), the uprobe a site gets ([`Uprobe`]), and the interface
 //! both engines implement, for sampling ([`Engine`]) and for counting
 //! ([`Counting`]); which engine attaches is chosen once for both
-//! ([`choice`]).
+//! ([`choice`]). [`floor`] attaches a BPF program that does nothing through
+//! either engine's kind of link: what the kernel costs per hit.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -22,6 +23,7 @@ use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
 
 pub mod bpf;
 mod choice;
+pub mod floor;
 pub(crate) mod perf;
 
 pub(crate) use choice::attach_with;

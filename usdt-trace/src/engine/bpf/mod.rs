@@ -14,17 +14,12 @@
 //! - [`MultiCounter`] owns the map, the program and the links; dropping it
 //!   detaches every site at once.
 //! - [`ProbeCounter`] counts per probe over the sites of several files.
-//! - [`EmptyProgram`] is the kernel's floor: a program that does nothing,
-//!   attached by either [`LinkKind`] (a perf event per site, or
-//!   uprobe_multi), for the bench to tell what the kernel costs per hit
-//!   from what a program adds.
 
 pub(crate) mod aggregate;
 mod aggregator;
 mod asm;
 mod counter;
 mod fetches;
-mod floor;
 mod probes;
 mod program;
 mod ringbuf;
@@ -38,7 +33,8 @@ use std::path::PathBuf;
 use crate::sys::SyscallError;
 
 pub use counter::{MultiCounter, MultiSite, MAX_SITES_PER_LINK};
-pub use floor::{EmptyProgram, LinkKind};
+pub(crate) use counter::link_sites;
+pub(crate) use program::{empty_program, load_program_for};
 pub use probes::ProbeCounter;
 pub use support::{uprobe_multi_support, UprobeMulti};
 
@@ -106,7 +102,7 @@ pub enum BpfError {
 
 impl BpfError {
     /// The error for a failed `bpf(2)` call while doing `what`.
-    fn from_os(what: &str, e: SyscallError) -> BpfError {
+    pub(crate) fn from_os(what: &str, e: SyscallError) -> BpfError {
         match e.raw_os_error() {
             Some(libc::EPERM) => BpfError::NotPermitted,
             Some(libc::ENOSYS) => BpfError::Unsupported,

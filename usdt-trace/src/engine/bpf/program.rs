@@ -55,6 +55,11 @@ pub(crate) fn count_program(map: i32) -> Vec<Insn> {
     p
 }
 
+/// The program that does nothing: `r0 = 0; exit`.
+pub(crate) fn empty_program() -> [Insn; 2] {
+    [mov64_imm(R0, 0), exit()]
+}
+
 /// Creates the per-CPU array of `slots` 8-byte counters.
 pub(crate) fn create_counter_map(slots: u32) -> Result<OwnedFd, BpfError> {
     let mut attr = MapCreateAttr {

@@ -1,16 +1,14 @@
-//! The kernel's floor: [`EmptyProgram`], a program that does nothing
+//! The kernel's floor: [`EmptyProgram`], a BPF program that does nothing
 //! (`r0 = 0; exit`) attached to sites by either link a uprobe program can
-//! have. What a hit costs with it is what the kernel costs to take the hit
+//! have: a perf event per site (the perf engine's uprobe events) or a
+//! uprobe_multi link (the BPF engine's). What a hit costs with it is what the kernel costs to take the hit
 //! and run a program at all; what an engine's program costs more is its
 //! own work (helper calls, map lookups, the record it writes).
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
-use super::asm::{exit, mov64_imm, R0};
-use super::counter::link_sites;
-use super::program::load_program_for;
-use super::BpfError;
+use crate::engine::bpf::{empty_program, link_sites, load_program_for, BpfError};
 use crate::engine::perf::open_uprobe;
 use crate::engine::{features_for, path_cstring, AttachPoint, Target, Uprobe};
 use crate::sys::bpf::BPF_TRACE_UPROBE_MULTI;
@@ -74,7 +72,7 @@ impl EmptyProgram {
             LinkKind::PerfEvent => 0,
             LinkKind::UprobeMulti => BPF_TRACE_UPROBE_MULTI,
         };
-        let prog = load_program_for(&[mov64_imm(R0, 0), exit()], "usdt_empty", expected)?;
+        let prog = load_program_for(&empty_program(), "usdt_empty", expected)?;
         let mut out = EmptyProgram {
             links: vec![],
             events: vec![],
