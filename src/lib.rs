@@ -192,7 +192,7 @@ pub use usdt_macros::provider;
 
 /// Fires an ad-hoc probe: `usdt::probe!(provider, name, args...)`.
 ///
-/// No declaration and no semaphore: the site is the two nops and the note.
+/// No declaration and no semaphore: the site is its nops and the note.
 /// Arguments are integers, `bool`, `char`, floats, raw pointers, `&CStr` and
 /// `CString`, evaluated once. Strings need a provider probe (which copies
 /// them while traced), and a reference is passed as a raw pointer
