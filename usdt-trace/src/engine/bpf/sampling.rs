@@ -62,7 +62,7 @@ pub(crate) const SLOT: usize = 32;
 pub(crate) const DEREF: usize = 264;
 /// How many bytes of a string are read, its NUL included: one more than
 /// the longest kept, so that a longer one shows as cut.
-pub(crate) const STRING_READ: i32 = crate::sample::value::STRING_MAX as i32 + 2;
+pub(crate) const STRING_READ: i32 = crate::raw::STRING_MAX as i32 + 2;
 
 /// One site to sample: its uprobe, semaphore, cookie and what its arguments
 /// read.
@@ -341,7 +341,7 @@ fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
         a.jump(read);
         a.bind(bytes);
         a.push([
-            mov64_imm(R2, crate::sample::value::BYTES_FETCH as i32),
+            mov64_imm(R2, crate::raw::BYTES_FETCH as i32),
             call(PROBE_READ_USER),
         ]);
         a.bind(read);
@@ -418,7 +418,7 @@ fn fetched<'a>(record: &'a [u8], layout: &Layout, i: usize, f: &ArgFetch) -> Fet
             .ok()
             .and_then(|len| record.get(room_at..room_at + len));
     } else if f.kind & FETCH_BYTES != 0 && read == 0 {
-        out.pointed = record.get(room_at..room_at + crate::sample::value::BYTES_FETCH);
+        out.pointed = record.get(room_at..room_at + crate::raw::BYTES_FETCH);
     }
     out
 }
@@ -677,7 +677,7 @@ mod tests {
             Some(stack.sp_slot)
         );
         const { assert!(STRING_READ as usize <= DEREF) };
-        const { assert!(crate::sample::value::BYTES_FETCH <= DEREF) };
+        const { assert!(crate::raw::BYTES_FETCH <= DEREF) };
         assert_eq!(ArgFetch::default().bytes()[2], NO_REG);
     }
 
