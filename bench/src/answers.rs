@@ -23,8 +23,10 @@
 //! - `latency (tid, nop)`: keyed by thread and attached at the nop, as
 //!   bpftrace places its uprobes;
 //! - `hist kind`: a log2 histogram of `kind`;
-//! - `trace`, `trace (perf)`: a sampler whose thread decodes every hit
-//!   meanwhile (BPF ring buffer; perf ring);
+//! - `trace` and `trace --stack`, with the engine `usdt trace` picks and
+//!   with `--engine perf`: a record of every hit read by the tracer
+//!   between batches, with the stack unwound for the second
+//!   (`sampled.rs`);
 //! - `bpftrace @start/hist()`: `@start[tid] = nsecs` and
 //!   `@h = hist(nsecs - @start[tid]); delete(@start[tid])`.
 //!
@@ -45,8 +47,6 @@ use usdt_provision::{Need, BPFTRACE};
 use usdt_trace::bpf::ProbeCounter;
 use usdt_trace::floor::{EmptyProgram, LinkKind};
 use usdt_trace::{read_file, Aggregation, AttachPoint, LatencyKey, PerfCounter, Site, Target};
-
-use crate::trace_thread::TraceThread;
 
 #[usdt::provider]
 mod answers {
@@ -76,8 +76,6 @@ pub struct AnswersRow {
     /// `uprobe_multi`.
     pub link: &'static str,
     pub ns_per_hit: f64,
-    /// Hits the row's rings lost (the trace rows), of all its hits.
-    pub lost: Option<(u64, u64)>,
 }
 
 /// The section's results.
@@ -91,6 +89,9 @@ pub struct Answers {
     /// `usdt serve`: CPU between scrapes (% of one CPU) and per scrape
     /// (ms), or why it was not measured.
     pub serve: Result<(f64, f64), String>,
+    /// The tracer's time per hit of the `trace` rows (decoding, and for
+    /// `trace --stack` unwinding and symbolizing the stack).
+    pub tracer: Vec<(&'static str, Duration)>,
 }
 
 impl Answers {
@@ -107,13 +108,16 @@ impl Answers {
 /// many batches run without the machine's other work interrupting them.
 const BATCH: u64 = 1000;
 
-/// The least time per iteration over `batches` batches of [`BATCH`].
-fn least_ns_per_iteration(batches: u64) -> f64 {
+/// The least time per iteration over `batches` batches of `n`
+/// iterations, calling `between` after each, untimed.
+fn least_ns_per_iteration(batches: u64, n: u64, between: &mut dyn FnMut()) -> f64 {
     (0..batches)
         .map(|_| {
             let t = Instant::now();
-            requests(std::hint::black_box(BATCH));
-            t.elapsed().as_nanos() as f64 / BATCH as f64
+            requests(std::hint::black_box(n));
+            let ns = t.elapsed().as_nanos() as f64 / n as f64;
+            between();
+            ns
         })
         .fold(f64::MAX, f64::min)
 }
@@ -142,17 +146,18 @@ enum How {
     CountBy,
     Latency(LatencyKey, AttachPoint),
     Hist,
-    /// A sampler: BPF, or perf events.
-    Trace {
-        bpf: bool,
-    },
+    /// A row of `sampled.rs`: a sampler of its own, drained between
+    /// batches.
+    Sampled(&'static str),
     Bpftrace,
 }
 
 /// The empty program's rows' name.
 const FLOOR: &str = "empty program";
+/// The `trace` rows.
+const SAMPLED: [&str; 4] = crate::sampled::ROWS;
 
-const ROWS: [(&str, How); 13] = [
+const ROWS: [(&str, How); 15] = [
     (FLOOR, How::Floor(LinkKind::PerfEvent, AttachPoint::Nop)),
     (FLOOR, How::Floor(LinkKind::UprobeMulti, AttachPoint::Nop)),
     (FLOOR, How::Floor(LinkKind::PerfEvent, AttachPoint::Next)),
@@ -169,9 +174,11 @@ const ROWS: [(&str, How); 13] = [
         How::Latency(LatencyKey::Thread, AttachPoint::Nop),
     ),
     ("hist kind", How::Hist),
-    ("trace", How::Trace { bpf: true }),
-    ("trace (perf)", How::Trace { bpf: false }),
     ("bpftrace @start/hist()", How::Bpftrace),
+    (SAMPLED[0], How::Sampled(SAMPLED[0])),
+    (SAMPLED[1], How::Sampled(SAMPLED[1])),
+    (SAMPLED[2], How::Sampled(SAMPLED[2])),
+    (SAMPLED[3], How::Sampled(SAMPLED[3])),
 ];
 
 /// Attached one way, for the time of a run.
@@ -181,7 +188,6 @@ enum Attached {
     CountPerf(PerfCounter),
     /// An aggregation, and how many values it counts per request.
     Agg(Aggregation, u64),
-    Trace(TraceThread),
     /// bpftrace, and its output once it exits.
     Bpftrace(Child, std::sync::mpsc::Receiver<String>),
 }
@@ -191,7 +197,16 @@ impl How {
     fn link(self) -> &'static str {
         match self {
             How::Floor(kind, _) => kind.name(),
-            How::CountPerf | How::Trace { bpf: false } | How::Bpftrace => {
+            How::CountPerf | How::Bpftrace => LinkKind::PerfEvent.name(),
+            // `usdt trace`'s engine: BPF where the kernel has uprobe_multi
+            // links.
+            How::Sampled(name)
+                if name.ends_with("--engine perf")
+                    || matches!(
+                        usdt_trace::bpf::uprobe_multi_support(),
+                        usdt_trace::bpf::UprobeMulti::Absent(_)
+                    ) =>
+            {
                 LinkKind::PerfEvent.name()
             }
             _ => LinkKind::UprobeMulti.name(),
@@ -230,12 +245,7 @@ impl How {
                 Aggregation::histogram_of(1, AttachPoint::Auto).map_err(e)?,
                 2,
             )?,
-            How::Trace { bpf } => Attached::Trace(TraceThread::start(
-                exe.into(),
-                sites.to_vec(),
-                AttachPoint::Auto,
-                bpf,
-            )?),
+            How::Sampled(_) => return Err("a sampled row attaches itself".into()),
             How::Bpftrace => {
                 let (child, output) = bpftrace(exe, sites)?;
                 Attached::Bpftrace(child, output)
@@ -343,14 +353,13 @@ pub(crate) fn stop(child: &mut Child) {
 
 /// Checks that every one of `pairs` requests was seen (for usdt-trace's
 /// rows), then detaches (bpftrace: SIGINT, then waits for it to exit).
-/// Returns the hits a ring lost, of all, for the rows that sample.
-fn check_and_detach(a: Attached, pairs: u64) -> Result<Option<(u64, u64)>, String> {
+fn check_and_detach(a: Attached, pairs: u64) -> Result<(), String> {
     let e = |e: usdt_trace::Error| e.to_string();
     let seen = match a {
         // Nothing counts the empty program's hits.
         Attached::Floor(p) => {
             p.detach();
-            return Ok(None);
+            return Ok(());
         }
         Attached::Count(c) => c
             .probe_counts()
@@ -373,13 +382,6 @@ fn check_and_detach(a: Attached, pairs: u64) -> Result<Option<(u64, u64)>, Strin
             };
             n / per_request
         }
-        Attached::Trace(t) => {
-            let (hits, lost) = t.finish()?;
-            if hits + lost != 2 * pairs {
-                return Err(format!("{hits} hits read and {lost} lost of {}", 2 * pairs));
-            }
-            return Ok(Some((lost, 2 * pairs)));
-        }
         Attached::Bpftrace(mut child, output) => {
             stop(&mut child);
             // The sum of its histogram's rows: `[1K, 2K)   N |@@@|`.
@@ -396,38 +398,65 @@ fn check_and_detach(a: Attached, pairs: u64) -> Result<Option<(u64, u64)>, Strin
     if seen != pairs {
         return Err(format!("{seen} of {pairs} requests were aggregated"));
     }
-    Ok(None)
+    Ok(())
 }
 
-/// A row's least time per iteration so far, where it attached, and what
-/// its rings lost in that run.
-type Best = (f64, &'static str, Option<(u64, u64)>);
+/// A row's least time per iteration so far, where it attached, and, for a
+/// `trace` row, the tracer's time per hit in that round.
+type Best = (f64, &'static str, Option<Duration>);
 
-/// Runs the section: `quick` runs fewer iterations and a shorter serve
+/// One round of the `trace` row `name`: its sampler attached, warmed up,
+/// timed in `batches` batches, drained after each.
+fn sampled_round(
+    name: &'static str,
+    exe: &Path,
+    sites: &[Site],
+    batches: u64,
+) -> Result<Best, String> {
+    let pid = std::process::id();
+    let mut at = Err("not attached".to_string());
+    let hits = |n: u64| 2 * n * (1 + batches);
+    let time = |n: u64, drain: &mut dyn FnMut()| {
+        // Warm: the first hit optimizes a long nop.
+        requests(n);
+        at = crate::attach::attached_insn(pid, exe, &sites[0]);
+        drain();
+        least_ns_per_iteration(batches, n, drain)
+    };
+    let sampled = crate::sampled::measure(name, exe, sites, hits, time)?;
+    Ok((sampled.ns_per_iteration, at?, Some(sampled.tracer)))
+}
+
+/// Runs the section: `quick` runs fewer batches and a shorter serve
 /// window.
 pub fn run(quick: bool) -> Result<Answers, String> {
     let (exe, sites) = sites()?;
     let pid = std::process::id();
     let (rounds, batches) = if quick { (3, 30) } else { (5, 100) };
     let mut idle_ns = f64::MAX;
-    // Per row: its least time, where it attached, what it lost, or why it
-    // stopped.
+    // Per row: its least time, where it attached, the tracer's time, or
+    // why it stopped.
     let mut best: Vec<Result<Best, String>> =
         ROWS.iter().map(|_| Ok((f64::MAX, "none", None))).collect();
     for _ in 0..rounds {
-        idle_ns = idle_ns.min(least_ns_per_iteration(batches));
+        idle_ns = idle_ns.min(least_ns_per_iteration(batches, BATCH, &mut || {}));
         for ((_, how), row) in ROWS.iter().zip(&mut best) {
             let Ok((least, _, _)) = row else {
                 continue;
             };
-            let result = how.attach(&exe, &sites).and_then(|a| {
-                // Warm: the first hit optimizes a long nop.
-                requests(BATCH);
-                let at = crate::attach::attached_insn(pid, &exe, &sites[0]);
-                let ns = least_ns_per_iteration(batches);
-                let lost = check_and_detach(a, BATCH * (1 + batches))?;
-                Ok((ns, at?, lost))
-            });
+            let result = match how {
+                // Batches of 2,000 iterations, whose hits the ring holds
+                // with their stack copies: a quarter as many.
+                How::Sampled(name) => sampled_round(name, &exe, &sites, batches / 4),
+                _ => how.attach(&exe, &sites).and_then(|a| {
+                    // Warm: the first hit optimizes a long nop.
+                    requests(BATCH);
+                    let at = crate::attach::attached_insn(pid, &exe, &sites[0]);
+                    let ns = least_ns_per_iteration(batches, BATCH, &mut || {});
+                    check_and_detach(a, BATCH * (1 + batches))?;
+                    Ok((ns, at?, None))
+                }),
+            };
             match result {
                 Ok(run) if run.0 < *least => *row = Ok(run),
                 Ok(_) => {}
@@ -440,16 +469,21 @@ pub fn run(quick: bool) -> Result<Answers, String> {
         rows: vec![],
         skipped: vec![],
         serve: Err("not run".into()),
+        tracer: vec![],
     };
     for ((name, how), row) in ROWS.iter().zip(best) {
         match row {
-            Ok((ns, site, lost)) => out.rows.push(AnswersRow {
-                name,
-                site,
-                link: how.link(),
-                ns_per_hit: (ns - idle_ns).max(0.0) / 2.0,
-                lost,
-            }),
+            Ok((ns, site, tracer)) => {
+                out.rows.push(AnswersRow {
+                    name,
+                    site,
+                    link: how.link(),
+                    ns_per_hit: (ns - idle_ns).max(0.0) / 2.0,
+                });
+                if let Some(t) = tracer {
+                    out.tracer.push((name, t));
+                }
+            }
             Err(why) => out.skipped.push((name, why)),
         }
     }
@@ -571,10 +605,10 @@ pub fn table(a: &Answers) -> String {
          beside an empty program on the same sites (the floor)\n",
     );
     s += &format!(
-        "{:<24}{:<7}{:<14}{:>10}{:>9}{:>9}\n",
+        "{:<30}{:<7}{:<14}{:>10}{:>9}{:>9}\n",
         "row", "site", "link", "ns/hit", "x floor", "x count"
     );
-    s += &format!("{:<45}{:>10.1}\n", "idle loop (per iteration)", a.idle_ns);
+    s += &format!("{:<51}{:>10.1}\n", "idle loop (per iteration)", a.idle_ns);
     let base = a
         .rows
         .iter()
@@ -594,16 +628,33 @@ pub fn table(a: &Answers) -> String {
             _ => ratio(r.ns_per_hit, base),
         };
         s += &format!(
-            "{:<24}{:<7}{:<14}{:>10.1}{:>9}{:>9}",
+            "{:<30}{:<7}{:<14}{:>10.1}{:>9}{:>9}\n",
             r.name, r.site, r.link, r.ns_per_hit, floor, count
         );
-        if let Some((lost, of)) = r.lost {
-            s += &format!("  lost {lost} of {of} hits");
-        }
-        s += "\n";
     }
     for (name, why) in &a.skipped {
-        s += &format!("{name:<24} not measured: {why}\n");
+        s += &format!("{name:<30} not measured: {why}\n");
+    }
+    let per_hit = |name: &str| a.rows.iter().find(|r| r.name == name).map(|r| r.ns_per_hit);
+    for (stack, trace) in crate::sampled::PAIRS {
+        if let (Some(with), Some(without)) = (per_hit(stack), per_hit(trace)) {
+            if without > 0.0 {
+                s += &format!(
+                    "{stack} / {trace}: {:.2} per hit in the traced process\n",
+                    with / without
+                );
+            }
+        }
+    }
+    for (name, t) in &a.tracer {
+        let stack = match name.contains("--stack") {
+            true => ", unwind and symbolize its stack",
+            false => "",
+        };
+        s += &format!(
+            "{name}: the tracer took {:.2} us per hit to read it{stack}\n",
+            t.as_secs_f64() * 1e6
+        );
     }
     match &a.serve {
         Ok((idle, scrape)) => {
@@ -626,88 +677,44 @@ pub fn latency_svg(json: &Path, svg: &Path) -> Result<(), String> {
         .ok_or_else(|| format!("{}: no JSON object", json.display()))?;
     let v: serde_json::Value =
         serde_json::from_str(line).map_err(|e| format!("{}: {e}", json.display()))?;
-    draw(&v, svg).map_err(|e| format!("{}: {e}", svg.display()))
+    let histogram =
+        latency_histogram(&v).ok_or_else(|| format!("{}: no buckets", json.display()))?;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    histogram
+        .chart(&|low, high| format!("[{:.3}, {:.3}) ms", ms(low), ms(high)))
+        .write(svg)
+        .map_err(|e| e.to_string())
 }
 
-fn draw(v: &serde_json::Value, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    use plotters::prelude::*;
-    const BLUE_BAR: RGBColor = RGBColor(31, 119, 180);
-    let buckets: Vec<(u64, u64, u64)> = v["buckets"]
-        .as_array()
-        .ok_or("no buckets")?
+/// The histogram of a `usdt latency --json` object, with its quantiles in
+/// the caption.
+fn latency_histogram(v: &serde_json::Value) -> Option<usdt_charts::Histogram> {
+    let buckets = v["buckets"]
+        .as_array()?
         .iter()
         .map(|b| {
             let n = |k: &str| b[k].as_u64().unwrap_or(0);
-            (n("low_ns"), n("high_ns"), n("count"))
+            usdt_charts::Bucket {
+                low: n("low_ns"),
+                high: n("high_ns"),
+                count: n("count"),
+            }
         })
         .collect();
-    let (Some(first), Some(last)) = (buckets.first(), buckets.last()) else {
-        return Err("no values".into());
-    };
-    // Every bucket from the first to the last, empty ones included.
-    let lo = first.0.max(1).ilog2();
-    let hi = last.1.max(2).ilog2();
-    let rows: Vec<(u64, u64, u64)> = (lo..hi)
-        .map(|b| {
-            let (low, high) = (1u64 << b, 1u64 << (b + 1));
-            let n = buckets.iter().find(|x| x.0 == low).map_or(0, |x| x.2);
-            (low, high, n)
-        })
-        .collect();
-    let n = rows.len();
-    let top = rows.iter().map(|r| r.2).max().unwrap_or(1).max(1) as f64;
-    let root = SVGBackend::new(path, (960, 150 + 34 * n as u32)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let ms = |ns: u64| ns as f64 / 1e6;
-    let caption = format!(
-        "usdt latency {} -> {} by {}: count {}, p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        v["start"].as_str().unwrap_or("?"),
-        v["end"].as_str().unwrap_or("?"),
-        v["key"].as_str().unwrap_or("?"),
-        v["count"].as_u64().unwrap_or(0),
-        ms(v["p50_ns"].as_u64().unwrap_or(0)),
-        ms(v["p90_ns"].as_u64().unwrap_or(0)),
-        ms(v["p99_ns"].as_u64().unwrap_or(0)),
-        ms(v["max_ns"].as_u64().unwrap_or(0)),
-    );
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 15))
-        .margin(12)
-        .margin_right(40)
-        .x_label_area_size(40)
-        .y_label_area_size(150)
-        .build_cartesian_2d(0f64..top * 1.25, 0f64..n as f64)?;
-    let label = |y: &f64| {
-        let i = n as f64 - 0.5 - y;
-        if (i - i.round()).abs() < 1e-6 && i >= 0.0 {
-            rows.get(i.round() as usize).map_or(String::new(), |r| {
-                format!("[{:.3}, {:.3}) ms", ms(r.0), ms(r.1))
-            })
-        } else {
-            String::new()
-        }
-    };
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(2 * n + 1)
-        .y_label_formatter(&label)
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .x_desc("pairs per log2 bucket, counted in the kernel")
-        .draw()?;
-    for (i, r) in rows.iter().enumerate() {
-        let y = (n - 1 - i) as f64;
-        let count = r.2 as f64;
-        chart.draw_series(std::iter::once(Rectangle::new(
-            [(0.0, y + 0.15), (count, y + 0.85)],
-            BLUE_BAR.filled(),
-        )))?;
-        chart.draw_series(std::iter::once(Text::new(
-            format!("{}", r.2),
-            (count + top * 0.01, y + 0.68),
-            ("sans-serif", 13),
-        )))?;
-    }
-    root.present()?;
-    Ok(())
+    let ms = |k: &str| v[k].as_u64().unwrap_or(0) as f64 / 1e6;
+    Some(usdt_charts::Histogram {
+        caption: format!(
+            "usdt latency {} -> {} by {}: count {}, p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            v["start"].as_str().unwrap_or("?"),
+            v["end"].as_str().unwrap_or("?"),
+            v["key"].as_str().unwrap_or("?"),
+            v["count"].as_u64().unwrap_or(0),
+            ms("p50_ns"),
+            ms("p90_ns"),
+            ms("p99_ns"),
+            ms("max_ns"),
+        ),
+        x_desc: "pairs per log2 bucket, counted in the kernel".into(),
+        buckets,
+    })
 }

@@ -230,9 +230,24 @@ impl Attached {
     }
 }
 
+/// What `Auto` decided for the bench's own sites, and from what.
+#[derive(Clone, Debug)]
+pub struct Auto {
+    /// The build's site layout (`nop;nop5`, `nop;nop10`, `nop;nop5;nop10`).
+    pub layout: String,
+    /// Bytes past Location where `Auto` attaches (0: the nop).
+    pub delta: u64,
+    /// The fork self-test's verdict, in words.
+    pub fork: String,
+    /// Whether the bench's executable carries the fork guard's marker.
+    pub guarded: bool,
+    /// The speed self-test: trap and optimized M/s, or why there are none.
+    pub speed: Result<(f64, f64), String>,
+}
+
 /// Where `Auto` attaches this build's sites (in the executable `exe`) on
 /// this machine, and the self-tests and fork guard it decided from.
-pub fn auto_choice(exe: &Path) -> crate::report::Auto {
+pub fn auto_choice(exe: &Path) -> Auto {
     let caps = usdt_trace::caps();
     let guarded = usdt_trace::read_file_fork_guard(exe).unwrap_or(false);
     let layout = usdt::SITE_LAYOUT;
@@ -241,7 +256,7 @@ pub fn auto_choice(exe: &Path) -> crate::report::Auto {
         usdt_trace::OptimizedFork::ChildDies => "a forked child dies".to_string(),
         usdt_trace::OptimizedFork::Untested => format!("untested: {}", caps.fork.why),
     };
-    crate::report::Auto {
+    Auto {
         layout: layout.name().into(),
         delta: usdt_trace::auto_delta(layout, &caps.auto_inputs(guarded)),
         fork,

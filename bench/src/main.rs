@@ -25,9 +25,9 @@ mod many;
 mod peers;
 mod pgbench;
 mod report;
+mod sampled;
 mod threads;
 mod timing;
-mod trace_thread;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -176,7 +176,8 @@ fn options(args: &[String]) -> Result<Options, String> {
 /// `--callgrind-child LOOP N`: run one loop under valgrind, nothing else.
 fn callgrind_child(args: &[String]) -> ! {
     let (Some(run), Some(Ok(n))) = (
-        args.first().and_then(|l| loops::by_name(l)),
+        args.first()
+            .and_then(|l| loops::by_name(l).or_else(|| layouts::by_name(l))),
         args.get(1).map(|n| n.parse()),
     ) else {
         eprintln!("bench: --callgrind-child LOOP N");

@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use usdt_charts::{Bar, BarChart, Color, Scale};
+
 use crate::machine::Machine;
 use crate::timing::Plan;
 
@@ -51,24 +53,9 @@ pub struct Report {
     /// Where `Auto` attaches this build's sites and why: the layout, the
     /// fork and speed self-tests, the fork guard (`None` where nothing
     /// attached).
-    pub auto: Option<Auto>,
+    pub auto: Option<crate::attach::Auto>,
     /// The fork guard's cost per fork, or why it was not measured.
     pub forks: Result<crate::forks::ForkCost, String>,
-}
-
-/// What `Auto` decided for the bench's own sites, and from what.
-#[derive(Clone, Debug)]
-pub struct Auto {
-    /// The build's site layout (`nop;nop5`, `nop;nop10`, `nop;nop5;nop10`).
-    pub layout: String,
-    /// Bytes past Location where `Auto` attaches (0: the nop).
-    pub delta: u64,
-    /// The fork self-test's verdict, in words.
-    pub fork: String,
-    /// Whether the bench's executable carries the fork guard's marker.
-    pub guarded: bool,
-    /// The speed self-test: trap and optimized M/s, or why there are none.
-    pub speed: Result<(f64, f64), String>,
 }
 
 /// The many-sites section's outcome.
@@ -280,104 +267,122 @@ impl Report {
 
     /// Draws the rows as horizontal bars on a log scale (`--svg`).
     pub fn write_svg(&self, path: &Path) -> Result<(), String> {
-        self.draw_svg(path)
-            .map_err(|e| format!("{}: {e}", path.display()))
+        self.chart().write(path).map_err(|e| e.to_string())
     }
 
-    fn draw_svg(&self, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
-        use plotters::prelude::*;
-        const GREY: RGBColor = RGBColor(150, 150, 150);
-        const BLUE_BAR: RGBColor = RGBColor(31, 119, 180);
-        const ORANGE_BAR: RGBColor = RGBColor(255, 127, 14);
-
-        let n = self.rows.len();
-        let root = SVGBackend::new(path, (960, 120 + 34 * n as u32)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let max = self
+    /// The rows as bars: grey idle, blue our probes attached, orange the
+    /// others attached; each with its standard deviation and its rate
+    /// (and ratio) beside it.
+    fn chart(&self) -> BarChart {
+        let bars = self
             .rows
             .iter()
-            .map(|r| r.mops + r.stddev)
-            .fold(1.0, f64::max);
-        let min = self.rows.iter().map(|r| r.mops).fold(max, f64::min);
-        let lo = 10f64.powf((min / 2.0).log10().floor());
-        let hi = 10f64.powf((max * 1.5).log10().ceil());
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!("usdt bench: {}", self.machine.line()),
-                ("sans-serif", 15),
-            )
-            .margin(12)
-            .margin_right(40)
-            .x_label_area_size(40)
-            .y_label_area_size(130)
-            .build_cartesian_2d((lo..hi).log_scale(), 0f64..n as f64)?;
-        let label = |y: &f64| {
-            let i = n as f64 - 0.5 - y;
-            if (i - i.round()).abs() < 1e-6 && i >= 0.0 {
-                self.rows
-                    .get(i.round() as usize)
-                    .map_or(String::new(), |r| r.name.to_string())
+            .map(|r| {
+                let color = match (r.attached, r.name) {
+                    (false, _) => Color::GREY,
+                    (true, "usdt-nop" | "usdt-nop5" | "usdt-lazy") => Color::BLUE,
+                    (true, _) => Color::ORANGE,
+                };
+                let mut note = format!("{:.3} M/s", r.mops);
+                if let Some(x) = self.ratio(r) {
+                    note += &format!("  ({x:.2}x c-sdt-nop)");
+                }
+                if r.optimized {
+                    note += "  optimized";
+                }
+                Bar {
+                    label: r.name.to_string(),
+                    value: r.mops,
+                    spread: Some(r.stddev),
+                    color,
+                    note,
+                }
+            })
+            .collect();
+        BarChart {
+            caption: format!("usdt bench: {}", self.machine.line()),
+            x_desc: "million iterations per second (log scale); error bars: one standard deviation"
+                .into(),
+            scale: Scale::Log,
+            label_width: 130,
+            bars,
+            legend: vec![
+                ("no uprobe attached".into(), Color::GREY),
+                ("our probes, attached".into(), Color::BLUE),
+                (
+                    "C sys/sdt.h and peer crates, attached".into(),
+                    Color::ORANGE,
+                ),
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &'static str, mops: f64, attached: bool, optimized: bool) -> Row {
+        Row {
+            name,
+            mops,
+            stddev: mops / 20.0,
+            attach: if attached {
+                "nop".into()
             } else {
-                String::new()
-            }
+                "none".into()
+            },
+            optimized,
+            attached,
+        }
+    }
+
+    /// The `--svg` picture: valid XML, one labelled bar per row with its
+    /// rate (and ratio to c-sdt-nop), in its colour, and the legend.
+    #[test]
+    fn the_rows_are_drawn_as_labelled_bars() {
+        let report = Report {
+            machine: Machine::probe(),
+            plan: Plan::QUICK,
+            rows: vec![
+                row("bare", 900.0, false, false),
+                row(REFERENCE, 2.0, true, false),
+                row("usdt-nop5", 4.0, true, true),
+            ],
+            skipped: vec![],
+            idle: Err("not counted".into()),
+            others: 0.0,
+            many: Err("not run".into()),
+            auto: None,
+            forks: Err("not measured".into()),
         };
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(2 * n + 1)
-            .y_label_formatter(&label)
-            .x_label_formatter(&|x| format!("{x}"))
-            .x_desc("million iterations per second (log scale); error bars: one standard deviation")
-            .draw()?;
-        let legend = [
-            ("no uprobe attached", GREY),
-            ("our probes, attached", BLUE_BAR),
-            ("C sys/sdt.h and peer crates, attached", ORANGE_BAR),
-        ];
-        for (label, color) in legend {
-            chart
-                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
-                .label(label)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
-                });
+        let svg = report.chart().svg().unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<String> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .map(|n| n.text().unwrap_or("").trim().to_string())
+            .collect();
+        for want in [
+            "bare",
+            REFERENCE,
+            "usdt-nop5",
+            "900.000 M/s",
+            "2.000 M/s  (1.00x c-sdt-nop)",
+            "4.000 M/s  (2.00x c-sdt-nop)  optimized",
+            "no uprobe attached",
+            "our probes, attached",
+        ] {
+            assert!(texts.iter().any(|t| t == want), "no {want:?} in {texts:?}");
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.3))
-            .draw()?;
-        for (i, r) in self.rows.iter().enumerate() {
-            let y = (n - 1 - i) as f64;
-            let color = match (r.attached, r.name) {
-                (false, _) => GREY,
-                (true, "usdt-nop" | "usdt-nop5" | "usdt-lazy") => BLUE_BAR,
-                (true, _) => ORANGE_BAR,
-            };
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [(lo, y + 0.15), (r.mops.max(lo), y + 0.85)],
-                color.filled(),
-            )))?;
-            let (a, b) = ((r.mops - r.stddev).max(lo), r.mops + r.stddev);
-            chart.draw_series(std::iter::once(PathElement::new(
-                vec![(a, y + 0.5), (b, y + 0.5)],
-                BLACK,
-            )))?;
-            let mut text = format!("{:.3} M/s", r.mops);
-            if let Some(x) = self.ratio(r) {
-                text += &format!("  ({x:.2}x c-sdt-nop)");
-            }
-            if r.optimized {
-                text += "  optimized";
-            }
-            chart.draw_series(std::iter::once(Text::new(
-                text,
-                (b * 1.1, y + 0.68),
-                ("sans-serif", 13),
-            )))?;
-        }
-        root.present()?;
-        Ok(())
+        let fills = |color: &str| {
+            doc.descendants()
+                .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(color))
+                .count()
+        };
+        // A bar each, and the legend's swatch.
+        assert_eq!(fills("#969696"), 2);
+        assert_eq!(fills("#1F77B4"), 2);
+        assert_eq!(fills("#FF7F0E"), 2);
     }
 }

@@ -1,7 +1,8 @@
 //! The answers section: `bench --answers-only --quick` measures every row
 //! (each checks that every request was aggregated, bpftrace's by the sum of
-//! its histogram, a trace's by the hits read and lost), each beside the
-//! empty program's row of its site and link, and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
+//! its histogram; `trace` and `trace --stack` that every hit was read, with
+//! its stack), each beside the empty program's row of its site and link,
+//! the ratio of `trace --stack` to `trace`, and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
 //! latency --json` object; `--postgres-only --quick` measures PostgreSQL
 //! under pgbench, untraced and traced. The bench is built in release in
 //! this build's target directory, as tests/bench.rs builds it.
@@ -74,13 +75,13 @@ fn every_answers_row_is_measured_with_its_ratio() {
         return;
     }
     let stdout = section(&["--answers-only", "--quick"]);
-    // The name is 24 columns wide; then site, link, ns/hit, x floor, x
+    // The name is 30 columns wide; then site, link, ns/hit, x floor, x
     // count.
     let row = |name: &str| -> Vec<Vec<String>> {
         stdout
             .lines()
-            .filter(|l| l.len() > 24 && l[..24].trim_end() == name)
-            .map(|l| l[24..].split_whitespace().map(String::from).collect())
+            .filter(|l| l.len() > 30 && l[..30].trim_end() == name)
+            .map(|l| l[30..].split_whitespace().map(String::from).collect())
             .collect()
     };
     let floors = row("empty program");
@@ -114,9 +115,11 @@ fn every_answers_row_is_measured_with_its_ratio() {
         "latency --key id",
         "latency (tid, nop)",
         "hist kind",
-        "trace",
-        "trace (perf)",
         "bpftrace @start/hist()",
+        "trace",
+        "trace --stack",
+        "trace --engine perf",
+        "trace --stack --engine perf",
     ] {
         let rows = row(name);
         let [w] = rows.as_slice() else {
@@ -131,11 +134,25 @@ fn every_answers_row_is_measured_with_its_ratio() {
         );
         let numbers: Vec<f64> = w[2..5].iter().map(|v| v.parse().unwrap()).collect();
         assert!(numbers.iter().all(|v| *v > 0.0), "{name}: {w:?}");
-        if name.starts_with("trace") {
-            assert!(w[5..].join(" ").starts_with("lost "), "{name}: {w:?}");
-        }
     }
     assert!(!stdout.contains("not measured"), "{stdout}");
+    // trace --stack against trace, each engine, in the same run.
+    for pair in [
+        "trace --stack / trace: ",
+        "trace --stack --engine perf / trace --engine perf: ",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(pair))
+            .unwrap_or_else(|| panic!("no {pair}\n{stdout}"));
+        let ratio: f64 = line[pair.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(ratio > 0.0, "{line}");
+    }
     let serve = stdout
         .lines()
         .find(|l| l.starts_with("usdt serve: "))

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::build::LayoutBins;
-use crate::features::{self, Features};
+use crate::features::{self, FeatureReport};
 
 /// What the guest command was given.
 #[derive(Clone, Debug)]
@@ -151,7 +151,7 @@ pub fn check(plan: &Plan) -> Value {
     let mut fork = serde_json::Map::new();
     let mut bench = serde_json::Map::new();
     let mut counts = Vec::new();
-    let engines: &[&str] = match features.uprobe_multi {
+    let engines: &[&str] = match features.as_ref().map(|f| f.uprobe_multi) {
         Some(true) => &["perf", "bpf"],
         _ => &["perf"],
     };
@@ -195,15 +195,15 @@ pub fn check(plan: &Plan) -> Value {
     json!({
         "kernel": release,
         "uprobe_syscall": errno,
-        "features_uprobe_syscall": features.uprobe_syscall,
-        "uprobe_multi": features.uprobe_multi,
-        "fork_test": features.fork_test,
-        "speed_test": features.speed_test.map(|(t, o)| json!({ "trap": t, "optimized": o })),
+        "features_uprobe_syscall": features.as_ref().map(|f| &f.uprobe_syscall),
+        "uprobe_multi": features.as_ref().map(|f| f.uprobe_multi),
+        "fork_test": features.as_ref().map(|f| f.fork_test),
+        "speed_test": features.as_ref().and_then(|f| f.speed_test),
         // Where the default attach put the uprobe on each build's own
         // program (its `usdt list`: the programs carry the fork guard), and
         // what `usdt features` says for a program without it.
         "default_attach": list_attach.iter().map(|(l, a)| (l.clone(), json!(attach_word(a.as_str())))).collect::<serde_json::Map<_, _>>(),
-        "default_attach_unguarded": features.default_attach.iter().filter(|(l, _)| plan.layouts.iter().any(|b| b.layout.name == l)).map(|(l, a)| (l.clone(), json!(a))).collect::<serde_json::Map<_, _>>(),
+        "default_attach_unguarded": features.iter().flat_map(|f| f.default_attach.entries()).filter(|(l, _)| plan.layouts.iter().any(|b| b.layout.name == *l)).map(|(l, a)| (l.to_string(), json!(a))).collect::<serde_json::Map<_, _>>(),
         "list_attach": list_attach,
         "optimized": optimized,
         "red_zone": redzone,
@@ -228,21 +228,21 @@ fn logged(log: &mut Vec<String>, what: String, o: &Outcome) {
     }
 }
 
-/// a. `usdt features --json` where the command has it, else its text.
-fn detect(plan: &Plan, log: &mut Vec<String>) -> Features {
+/// a. `usdt features --json`, read as the library's report; `None` (and
+/// why, in the log) when it printed none.
+fn detect(plan: &Plan, log: &mut Vec<String>) -> Option<FeatureReport> {
     let o = run(&plan.usdt, &["features", "--json"], "", plan.timeout);
-    if o.ok() {
-        if let Some(f) = features::from_json(&o.stdout) {
-            logged(log, "usdt features --json".into(), &o);
-            return f;
+    logged(log, "usdt features --json".into(), &o);
+    if !o.ok() {
+        return None;
+    }
+    match features::from_json(&o.stdout) {
+        Ok(f) => Some(f),
+        Err(why) => {
+            log.push(format!("  {why}"));
+            None
         }
     }
-    let o = run(&plan.usdt, &["features"], "", plan.timeout);
-    logged(log, "usdt features".into(), &o);
-    for l in o.stdout.lines() {
-        log.push(format!("  {l}"));
-    }
-    features::from_text(&o.stdout)
 }
 
 /// b. The ATTACH column of `usdt list` for `http:request_start`.

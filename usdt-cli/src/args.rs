@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use usdt_trace::AttachPoint;
-
-use crate::count_engine::Engine;
+use usdt_trace::{AttachPoint, EngineChoice};
 
 /// `usdt`: list the USDT probes of a binary or process, count their hits,
 /// trace them with their arguments, and say what the kernel can do for them.
@@ -308,15 +306,19 @@ pub(crate) struct CountArgs {
     pub(crate) sites: SiteArgs,
     /// What counts (default: $USDT_COUNT_ENGINE, else auto).
     #[arg(long, value_enum, value_name = "ENGINE")]
-    pub(crate) engine: Option<Engine>,
+    pub(crate) engine: Option<EngineChoice>,
     /// Stop after SECONDS and print the counts.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
     /// Count per value of argument ARG (`argN` or a parameter's name; a
     /// string parameter counts its strings), in the kernel; prints the
-    /// --top values.
+    /// --top values. `--by stack` counts per user stack instead and prints
+    /// folded stacks (`root;...;leaf COUNT`, a flame graph's input).
     #[arg(long, value_name = "ARG")]
     pub(crate) by: Option<String>,
+    /// With --by stack: also draw the flame graph as an SVG picture.
+    #[arg(long, value_name = "FILE", requires = "by")]
+    pub(crate) svg: Option<PathBuf>,
     /// With --by: read ARG as the address of a NUL-terminated string (for
     /// probes without a signature record).
     #[arg(long, requires = "by")]
@@ -355,6 +357,9 @@ pub(crate) struct LatencyArgs {
     /// p90_ns, p99_ns, max_ns.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Also draw the histogram as an SVG picture.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) svg: Option<PathBuf>,
     /// Stop after SECONDS and print the histogram.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
@@ -384,6 +389,9 @@ pub(crate) struct HistArgs {
     /// One JSON object: count, sum, max, buckets, p50, p90, p99.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Also draw the histogram as an SVG picture.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) svg: Option<PathBuf>,
     /// Stop after SECONDS and print the histogram.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration, allow_hyphen_values = true)]
     pub(crate) duration: Option<Duration>,
@@ -463,6 +471,11 @@ pub(crate) struct TraceArgs {
     /// arg0=N... even for probes with a signature.
     #[arg(long)]
     pub(crate) raw: bool,
+    /// Print each hit's user stack below it, innermost frame first (in
+    /// JSON: "stack"), unwound with each file's DWARF call frame
+    /// information: no frame pointers needed. Samples with perf events.
+    #[arg(long)]
+    pub(crate) stack: bool,
     /// Stop after N hits (the command then runs on, untraced).
     #[arg(long, value_name = "N", value_parser = parse_limit, allow_hyphen_values = true)]
     pub(crate) limit: Option<u64>,
@@ -477,7 +490,7 @@ pub(crate) struct TraceArgs {
     pub(crate) no_kernel_fetch: bool,
     /// What samples (default: $USDT_TRACE_ENGINE, else auto).
     #[arg(long, value_enum, value_name = "ENGINE")]
-    pub(crate) engine: Option<Engine>,
+    pub(crate) engine: Option<EngineChoice>,
     /// The probes to trace (provider:name, with * and ?); none: every probe.
     #[arg(value_name = "PROBE-GLOB")]
     pub(crate) globs: Vec<String>,

@@ -50,6 +50,9 @@ impl Aggregates for CountBy {
 
 /// `count --by ARG`, `arg` taken out of `args`.
 pub(crate) fn count_by(args: CountArgs, arg: String) -> Result<i32, CliError> {
+    if args.svg.is_some() {
+        return Err(CliError::SvgNeedsStack { by: arg });
+    }
     let place = args.target.place();
     let mut c = CountBy {
         globs: args.globs,

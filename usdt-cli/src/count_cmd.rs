@@ -11,7 +11,7 @@ use usdt_trace::{
 };
 
 use crate::args::CountArgs;
-use crate::count_engine::{Engine, ENGINE_ENV};
+use crate::count_engine::{self, ENGINE_ENV};
 use crate::error::CliError;
 use crate::output::{self, catch_signals};
 use crate::target::{
@@ -27,8 +27,8 @@ pub(crate) fn count(args: CountArgs) -> Result<i32, CliError> {
     let session = open_session(&args.target.place(), &args.globs, args.sites.force_sites)?;
     let matched = select_target(&session, &args.globs, &session_name(&session))?;
     warn_next(point, session.objects(), &args.globs);
-    let engine = Engine::chosen(args.engine, ENGINE_ENV)?;
-    let picked = engine.for_counting(session.target());
+    let engine = count_engine::chosen(args.engine, ENGINE_ENV)?;
+    let picked = count_engine::for_counting(engine, session.target());
     let mut counting = Counting {
         parts: vec![],
         picked,

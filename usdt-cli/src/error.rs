@@ -76,6 +76,10 @@ pub(crate) enum CliError {
     Scrape(io::Error),
     /// `usdt serve` could not write the exposition.
     Exposition,
+    /// An SVG picture could not be drawn or written.
+    Picture(String),
+    /// `count --svg` without `--by stack`.
+    SvgNeedsStack { by: String },
 }
 
 /// What an aggregated argument is for.
@@ -167,6 +171,11 @@ impl fmt::Display for CliError {
             }
             CliError::Scrape(e) => write!(f, "waiting for a scrape: {e}"),
             CliError::Exposition => f.write_str("the metrics could not be written"),
+            CliError::Picture(why) => write!(f, "drawing the picture: {why}"),
+            CliError::SvgNeedsStack { by } => write!(
+                f,
+                "count --svg draws the flame graph of --by stack, not of --by {by} (latency and hist take --svg too)"
+            ),
         }
     }
 }

@@ -1,20 +1,22 @@
 //! `usdt features`: what this kernel and machine can do, and where Auto
-//! attaches each site layout, as text or as one JSON object.
+//! attaches each site layout, as text or as one JSON object (the library's
+//! [`usdt_trace::FeatureReport`], serialized).
 
 use crate::args::FeaturesArgs;
 use crate::error::CliError;
 use crate::output::out;
 
-use usdt_trace::bpf::UprobeMulti;
 use usdt_trace::{
-    auto_delta, auto_delta_here, caps, fork_safe, tracer_features, Caps, OptimizedFork, SiteLayout,
-    UprobeSyscall, FORK_TEST_CACHE, SPEED_TEST_CACHE,
+    auto_delta_here, caps, fork_safe, tracer_features, OptimizedFork, SiteLayout, UprobeSyscall,
+    FORK_TEST_CACHE, SPEED_TEST_CACHE,
 };
 
 pub(crate) fn features(args: FeaturesArgs) -> Result<i32, CliError> {
     let caps = caps();
     if args.json {
-        out!("{}", features_json(caps));
+        let report =
+            serde_json::to_string(&caps.report()).map_err(|e| CliError::Output(e.into()))?;
+        out!("{report}");
         return Ok(0);
     }
     let f = caps.features;
@@ -56,7 +58,7 @@ pub(crate) fn features(args: FeaturesArgs) -> Result<i32, CliError> {
         "fork after an optimized hit: {verdict} ({}{source})",
         test.why
     );
-    if guard_decides(caps) {
+    if caps.guard_decides() {
         out!(
             "fork after an optimized hit, in a program with usdt's fork guard: fork-safe (guarded by the program: its forked child maps a page of ret where the trampoline was)"
         );
@@ -115,94 +117,6 @@ const LAYOUTS: [SiteLayout; 4] = [
     SiteLayout::NopNop5Nop10,
     SiteLayout::Nop,
 ];
-
-/// `usdt features --json`: one object (keys in usdt-trace's README).
-fn features_json(caps: &Caps) -> serde_json::Value {
-    use serde_json::json;
-    let f = &caps.features;
-    let optimizes = f.optimized_layout().map(|l| match l {
-        SiteLayout::NopNop10 => "nop10",
-        _ => "nop5",
-    });
-    let fork = match caps.fork.verdict {
-        OptimizedFork::ChildSurvives => "safe",
-        OptimizedFork::ChildDies => "child dies",
-        OptimizedFork::Untested => "untested",
-    };
-    let fork_guarded = if guard_decides(caps) { "guarded" } else { fork };
-    let speed = match caps.speed {
-        Ok(s) => json!({"trap": round3(s.trap), "optimized": round3(s.optimized)}),
-        Err(_) => serde_json::Value::Null,
-    };
-    let attach = |guarded: bool| {
-        let inputs = caps.auto_inputs(guarded);
-        let at = |layout| auto_delta(layout, &inputs);
-        let word = |delta| if delta == 0 { "nop" } else { "next" };
-        let both = match at(SiteLayout::NopNop5Nop10) {
-            0 => "nop",
-            6 => "next10",
-            _ => "next5",
-        };
-        json!({
-            "nop5": word(at(SiteLayout::NopNop5)),
-            "nop10": word(at(SiteLayout::NopNop10)),
-            "nop5_nop10": both,
-        })
-    };
-    json!({
-        "kernel": caps.kernel,
-        "machine": caps.machine,
-        "uprobe_syscall": errno_name(f.uprobe_syscall),
-        "optimizes": optimizes,
-        "uprobe_multi": matches!(caps.uprobe_multi, UprobeMulti::Process | UprobeMulti::ThreadOnly),
-        "uprobe_pmu": f.uprobe_pmu_type.is_some(),
-        "kernel_semaphores": f.kernel_semaphores,
-        "tracefs": caps.tracefs.is_some(),
-        "fork_test": fork,
-        "fork_test_why": caps.fork.why,
-        "fork_test_guarded": fork_guarded,
-        "speed_test": speed,
-        "speed_test_why": caps.speed.as_ref().err(),
-        "default_attach": attach(false),
-        "default_attach_guarded": attach(true),
-    })
-}
-
-/// A rate to 3 decimals, as printed.
-fn round3(rate: f64) -> f64 {
-    (rate * 1000.0).round() / 1000.0
-}
-
-/// What `syscall(336)` said, as the errno's name.
-fn errno_name(s: UprobeSyscall) -> String {
-    let e = match s {
-        UprobeSyscall::Absent => return "ENOSYS".into(),
-        UprobeSyscall::OptimizesNop5 => return "ENXIO".into(),
-        UprobeSyscall::OptimizesNop10 => return "EPROTO".into(),
-        UprobeSyscall::Unknown(e) => e,
-    };
-    let name = match e {
-        0 => "success",
-        libc::EPERM => "EPERM",
-        libc::EINVAL => "EINVAL",
-        libc::EFAULT => "EFAULT",
-        libc::EACCES => "EACCES",
-        libc::ENOMEM => "ENOMEM",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        libc::EBUSY => "EBUSY",
-        libc::ENOENT => "ENOENT",
-        _ => return format!("errno {e}"),
-    };
-    name.into()
-}
-
-/// Whether the fork guard changes the fork verdict on this machine: the
-/// kernel optimizes a layout but does not keep a forked child alive, and a
-/// guarded program does ([`fork_safe`]).
-fn guard_decides(caps: &Caps) -> bool {
-    let fork = caps.fork.verdict;
-    caps.features.optimized_layout().is_some() && fork_safe(fork, true) && !fork_safe(fork, false)
-}
 
 /// Where `Auto` attaches on this kernel, in words (for listings), for a
 /// program with a fork guard or without: "guarded" where the long nop is

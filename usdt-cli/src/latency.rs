@@ -227,6 +227,21 @@ pub(crate) fn latency(args: LatencyArgs) -> Result<i32, CliError> {
         .map_err(CliError::Output)?;
     }
     out.flush().map_err(CliError::Output)?;
+    if let Some(path) = &args.svg {
+        let caption = format!(
+            "usdt latency {} -> {} by {}: count {}, p50 {}, p90 {}, p99 {}, max {}",
+            escape_name(&lat.start),
+            escape_name(&lat.end),
+            escape_name(&lat.key.words()),
+            h.count,
+            human_ns(h.quantile(0.5)),
+            human_ns(h.quantile(0.9)),
+            human_ns(h.quantile(0.99)),
+            human_ns(h.max),
+        );
+        let label = |low, high| format!("[{}, {})", human_ns(low), human_ns(high));
+        crate::pictures::histogram(path, &h, caption, "pairs per log2 bucket", &label)?;
+    }
     Ok(code)
 }
 
@@ -398,6 +413,20 @@ pub(crate) fn hist(args: HistArgs) -> Result<i32, CliError> {
         }
     }
     out.flush().map_err(CliError::Output)?;
+    if let Some(path) = &args.svg {
+        let caption = format!(
+            "usdt hist {} {}: count {}, p50 {}, p90 {}, p99 {}, max {}",
+            escape_name(&h.glob),
+            escape_name(&h.arg),
+            hist.count,
+            hist.quantile(0.5),
+            hist.quantile(0.9),
+            hist.quantile(0.99),
+            hist.max,
+        );
+        let label = |low, high| format!("[{}, {})", power(low), power(high));
+        crate::pictures::histogram(path, &hist, caption, "values per log2 bucket", &label)?;
+    }
     Ok(code)
 }
 

@@ -36,7 +36,9 @@ mod features;
 mod latency;
 mod list;
 mod output;
+mod pictures;
 mod serve;
+mod stacks;
 mod target;
 mod trace_cmd;
 mod typed;
@@ -84,6 +86,7 @@ fn run(command: Command) -> Result<i32, CliError> {
         Command::Features(args) => features::features(args),
         Command::List(args) => list::list(args),
         Command::Count(mut args) => match args.by.take() {
+            Some(by) if by == "stack" => trace_cmd::count_stacks(args),
             Some(by) => count_by::count_by(args, by),
             None => count_cmd::count(args),
         },

@@ -1,17 +1,19 @@
 //! `usdt trace`: one line per probe hit with its decoded arguments.
 
 use std::io::{BufWriter, Write};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use usdt_trace::{
-    escape_name, globs_match, Attacher, Ended, Error, Hit, Machine, NewObject, Notice, Objects,
-    Picked, Run, Sampler, Session, SessionSampler, Signatures, Value,
+    escape_name, globs_match, Attacher, Ended, EngineChoice, Error, Hit, Machine, NewObject,
+    Notice, Objects, Picked, Run, Sampler, Session, SessionSampler, Signatures, Value,
 };
 
-use crate::args::TraceArgs;
-use crate::count_engine::{Engine, TRACE_ENGINE_ENV};
+use crate::args::{CountArgs, TraceArgs};
+use crate::count_engine::{self, ENGINE_ENV, TRACE_ENGINE_ENV};
 use crate::error::CliError;
 use crate::output::{self, catch_signals, interrupted, Stdout, BROKEN_PIPE};
+use crate::stacks::{self, Folded};
 use crate::target::{
     exit_code, open_session, print_notice, raise_fd_limit, running_where, say_attached,
     select_target, session_name, warn_next,
@@ -19,23 +21,65 @@ use crate::target::{
 use crate::typed;
 
 pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
+    run(args, None)
+}
+
+/// `usdt count --by stack`: the hits per user stack, printed as folded
+/// stacks at the end (and drawn with `--svg`): a trace whose hits are
+/// counted, not printed.
+pub(crate) fn count_stacks(args: CountArgs) -> Result<i32, CliError> {
+    let fold = Fold {
+        svg: args.svg,
+        duration: args.duration,
+    };
+    let trace = TraceArgs {
+        strings: vec![],
+        json: false,
+        raw: false,
+        stack: true,
+        limit: None,
+        sites: args.sites,
+        no_kernel_fetch: false,
+        engine: args.engine,
+        globs: args.globs,
+        target: args.target,
+        types: args.types,
+    };
+    run(trace, Some(fold))
+}
+
+/// What `count --by stack` adds to a trace.
+struct Fold {
+    /// `--svg`: where the flame graph goes.
+    svg: Option<PathBuf>,
+    /// `--duration`.
+    duration: Option<Duration>,
+}
+
+fn run(args: TraceArgs, fold: Option<Fold>) -> Result<i32, CliError> {
     catch_signals();
     // clap lets exactly one of -p, --all and COMMAND through.
     let session = open_session(&args.target.place(), &args.globs, args.sites.force_sites)?;
-    let matched = select_target(&session, &args.globs, &session_name(&session))?;
+    let what = session_name(&session);
+    let matched = select_target(&session, &args.globs, &what)?;
     if session.launcher().is_none() {
         check_strings(session.objects(), &args)?;
     }
     warn_next(args.sites.attach.into(), session.objects(), &args.globs);
-    let picked = engine_for(&args, session.machines())?;
+    let picked = engine_for(&args, fold.is_some(), session.machines())?;
     // Perf events: one per site, thread (or CPU) and fetch event; Auto's
     // BPF may fall back on them at the first attach.
     raise_fd_limit();
+    let duration = fold.as_ref().and_then(|f| f.duration);
     let mut tracing = Tracing::new(&args, &session, picked, matched);
-    let mut run = Run::new(session);
-    let ended = run.run(&mut tracing);
-    if let Ok(ended) = ended {
-        tracing.finish(ended);
+    tracing.out.fold = fold.map(|f| (Folded::default(), f.svg));
+    let mut run = Run::new(session).duration(duration);
+    let mut ended = run.run(&mut tracing);
+    if let Ok(how) = ended {
+        tracing.finish(how);
+        if tracing.started {
+            ended = tracing.out.write_folded(&args.globs, &what).map(|()| how);
+        }
     }
     let broken = tracing.out.broken;
     // After --limit or a closed stdout: detach, and let a command finish
@@ -49,15 +93,20 @@ pub(crate) fn trace(args: TraceArgs) -> Result<i32, CliError> {
     })
 }
 
-/// The engine that samples: `--engine`, else `$USDT_TRACE_ENGINE`, else
-/// BPF where the kernel and the files' machines have it (and perf with
+/// The engine that samples: `--engine`, else `$USDT_TRACE_ENGINE` (for
+/// `count --by stack`, a count: `$USDT_COUNT_ENGINE`), else BPF where the
+/// kernel and the files' machines have it (and perf with
 /// `--no-kernel-fetch`, which asks for perf's stack copies).
-fn engine_for(args: &TraceArgs, machines: &[Machine]) -> Result<Picked, CliError> {
-    let engine = match Engine::chosen(args.engine, TRACE_ENGINE_ENV)? {
-        Engine::Auto if args.no_kernel_fetch => Engine::Perf,
+fn engine_for(args: &TraceArgs, fold: bool, machines: &[Machine]) -> Result<Picked, CliError> {
+    let env = match fold {
+        true => ENGINE_ENV,
+        false => TRACE_ENGINE_ENV,
+    };
+    let engine = match count_engine::chosen(args.engine, env)? {
+        EngineChoice::Auto if args.no_kernel_fetch => EngineChoice::Perf,
         engine => engine,
     };
-    Ok(engine.for_sampling(machines))
+    Ok(count_engine::for_sampling(engine, machines))
 }
 
 /// Each `--str` must name an argument of some traced probe.
@@ -114,6 +163,7 @@ impl Tracing {
         let mut sampler = Sampler::new(args.sites.attach.into())
             .kernel_fetch(!args.no_kernel_fetch)
             .engine(picked)
+            .stacks(args.stack)
             .per_cpu(true);
         for (glob, n) in &args.strings {
             sampler.add_string_arg(glob, *n);
@@ -206,7 +256,13 @@ impl Attacher for Tracing {
     fn ready(&mut self, session: &Session) {
         self.started = true;
         if let Some(at) = running_where(session, true) {
-            eprintln!("usdt: tracing {} sites {at}; Ctrl-C stops", self.matched);
+            match self.out.fold {
+                Some(_) => eprintln!(
+                    "usdt: counting the stacks at {} sites {at}; Ctrl-C prints them",
+                    self.matched
+                ),
+                None => eprintln!("usdt: tracing {} sites {at}; Ctrl-C stops", self.matched),
+            }
         }
     }
 
@@ -266,6 +322,9 @@ struct Output {
     held: Vec<Hit>,
     /// Whether the probes are detached after a signal.
     detached: bool,
+    /// `count --by stack`: the hits counted per stack, not printed, and
+    /// where the flame graph goes.
+    fold: Option<(Folded, Option<PathBuf>)>,
 }
 
 impl Output {
@@ -281,7 +340,33 @@ impl Output {
             sigs,
             held: vec![],
             detached: false,
+            fold: None,
         }
+    }
+
+    /// With `count --by stack`: the folded stacks on stdout, the flame
+    /// graph with `--svg` (of the hits of `globs` in `what`), and how many
+    /// hits and stacks on stderr.
+    fn write_folded(&mut self, globs: &[String], what: &str) -> Result<(), CliError> {
+        let Some((folded, svg)) = &self.fold else {
+            return Ok(());
+        };
+        folded.write(&mut self.out)?;
+        self.out.flush().map_err(CliError::Output)?;
+        let without = match folded.without {
+            0 => String::new(),
+            n => format!(" ({n} hits without a stack)"),
+        };
+        let stacks = folded.lines().len();
+        eprintln!("usdt: {} hits in {stacks} stacks{without}", folded.hits());
+        if let Some(path) = svg {
+            let probes = match globs.is_empty() {
+                true => "every probe".to_string(),
+                false => escape_name(&globs.join(" ")).into_owned(),
+            };
+            folded.write_svg(&format!("hits of {probes} in {what}, by stack"), path)?;
+        }
+        Ok(())
     }
 
     /// Whether output waits until the probes are detached: after a
@@ -300,6 +385,10 @@ impl Output {
         }
         if self.holding() {
             self.held.push(hit.clone());
+            return;
+        }
+        if let Some((folded, _)) = &mut self.fold {
+            folded.add(hit.stack.as_ref());
             return;
         }
         let result = if self.json {
@@ -343,6 +432,9 @@ impl Output {
                 line.extend_from_slice(typed.as_bytes());
             }
             line.push(b'\n');
+            if let Some(stack) = &hit.stack {
+                stacks::push_stack(line, stack);
+            }
             return self.out.write_all(&self.line);
         }
         for (i, arg) in hit.args.iter().enumerate() {
@@ -360,19 +452,25 @@ impl Output {
             }
         }
         line.push(b'\n');
+        if let Some(stack) = &hit.stack {
+            stacks::push_stack(line, stack);
+        }
         self.out.write_all(&self.line)
     }
 
     fn json_line(&mut self, hit: &Hit) -> std::io::Result<()> {
         let args = typed::json(&self.sigs, hit)
             .unwrap_or_else(|| hit.args.iter().map(json_value).collect());
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "time_ns": hit.time_ns,
             "pid": hit.pid,
             "tid": hit.tid,
             "probe": hit.probe(),
             "args": args,
         });
+        if let Some(stack) = &hit.stack {
+            line["stack"] = stacks::json_stack(stack);
+        }
         writeln!(self.out, "{line}")
     }
 

@@ -1,11 +1,13 @@
 //! `usdt latency`, `usdt hist` and `usdt count --by`, aggregated in the
 //! kernel, against programs that say what they did: the latency example
 //! (start and done of one request on two threads, 1 ms and 8 ms apart in
-//! turn) and `traced` (known counts and argument values). Needs root and
-//! BPF uprobe_multi links (Linux 6.6+, x86-64).
+//! turn) and `traced` (known counts and argument values); an argument the
+//! kernel cannot aggregate (a C program's float) is refused in one
+//! sentence. Needs root and BPF uprobe_multi links (Linux 6.6+, x86-64).
 
+use usdt_test_support::c::build_c;
 use usdt_test_support::cli::example;
-use usdt_test_support::{ready, ROOT};
+use usdt_test_support::{ready, ROOT, SDT};
 
 use std::process::{Command, Output};
 
@@ -244,6 +246,29 @@ fn hist_puts_each_value_in_its_power_of_two() {
     );
 }
 
+/// A note's floating-point operand (gcc -O2 puts `float f` in `%edx`:
+/// `4f@%edx`) has no signature record to refuse it by, so the kernel side
+/// refuses it, and the user reads one sentence.
+#[test]
+fn hist_refuses_a_floating_point_argument_in_one_sentence() {
+    if !ready(&[ROOT, SDT]) {
+        return;
+    }
+    let program = build_c("operands", &["operands.c"], &[]);
+    let out = usdt(&[
+        "hist",
+        "ops:floats",
+        "arg0",
+        "--",
+        program.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "usdt: cannot aggregate arg0 of ops:floats (4f@%edx) in the kernel: it is a floating-point value\n"
+    );
+}
+
 /// `COUNT  VALUE` rows of `count --by`.
 fn rows(text: &str) -> Vec<(u64, String)> {
     text.lines()
@@ -347,4 +372,108 @@ fn starts_beyond_the_map_are_counted_as_lost() {
     assert_eq!(v["lost_starts"], 70_004 - 65_536, "{v}");
     assert_eq!(v["unmatched"], 4, "{v}");
     assert_eq!(v["count"], 0, "{v}");
+}
+
+/// Every `<text>` of the SVG picture at `path`, which must be well-formed
+/// XML, and how many bars (blue rectangles) it has.
+fn picture(path: &std::path::Path) -> (Vec<String>, usize) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let texts = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| n.text().unwrap_or("").trim().to_string())
+        .collect();
+    let bars = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some("#1F77B4"))
+        .count();
+    (texts, bars)
+}
+
+#[test]
+fn latency_and_hist_draw_their_histograms() {
+    if !ready(&[ROOT]) {
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("pictures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = example("latency");
+    let p = program.to_str().unwrap();
+    // `done` fires with ids 0 to 19: 0, 1, 2-3, 4-7, 8-15, 16-19.
+    let svg = dir.join("hist.svg");
+    let out = usdt(&[
+        "hist",
+        "lat:done",
+        "id",
+        "--svg",
+        svg.to_str().unwrap(),
+        "--",
+        p,
+        "20",
+    ]);
+    stdout(&out);
+    let (texts, bars) = picture(&svg);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("usdt hist lat:done id: count 20, p50 ")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t == "values per log2 bucket"),
+        "{texts:?}"
+    );
+    for (label, count) in [
+        ("[0, 1)", 1),
+        ("[1, 2)", 1),
+        ("[2, 4)", 2),
+        ("[4, 8)", 4),
+        ("[8, 16)", 8),
+        ("[16, 32)", 4),
+    ] {
+        assert!(texts.iter().any(|t| t == label), "no {label} in {texts:?}");
+        assert!(
+            texts.iter().any(|t| *t == count.to_string()),
+            "no {count} in {texts:?}"
+        );
+    }
+    assert_eq!(bars, 6);
+    // A latency: the picture and the JSON of one run agree.
+    let svg = dir.join("latency.svg");
+    let out = usdt(&[
+        "latency",
+        "lat:start",
+        "lat:done",
+        "--key",
+        "id",
+        "--json",
+        "--svg",
+        svg.to_str().unwrap(),
+        "--",
+        p,
+        "10",
+    ]);
+    let v = json_of(&out);
+    let (texts, bars) = picture(&svg);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("usdt latency lat:start -> lat:done by id: count 10, p50 ")),
+        "{texts:?}"
+    );
+    let buckets = v["buckets"].as_array().unwrap();
+    let low = |b: &Value| b["low_ns"].as_u64().unwrap();
+    let (first, last) = (low(&buckets[0]), low(&buckets[buckets.len() - 1]));
+    // One bar per bucket from the first to the last, empty ones included.
+    assert_eq!(bars as u32, last.ilog2() - first.ilog2() + 1, "{v}");
+    let labels = texts
+        .iter()
+        .filter(|t| t.starts_with('[') && t.ends_with(')'));
+    assert_eq!(labels.count(), bars, "{texts:?}");
+    for b in buckets {
+        let count = b["count"].as_u64().unwrap().to_string();
+        assert!(texts.contains(&count), "no {count} in {texts:?}");
+    }
 }

@@ -54,13 +54,14 @@ impl Shape {
 /// The examples the tests build and trace.
 pub const EXAMPLES: [&str; 4] = ["demo", "types", "redzone", "gc"];
 
-/// Builds the test examples in `shape` (once per test process) and returns the
-/// path of example `name`.
+/// Builds the test examples in `shape` (once per test process), and example
+/// `name` too when it is not one of them, and returns the path of example
+/// `name`.
 pub fn example(name: &str, shape: Shape) -> PathBuf {
-    static BUILT: OnceLock<Mutex<Vec<Shape>>> = OnceLock::new();
+    static BUILT: OnceLock<Mutex<Vec<(Shape, String)>>> = OnceLock::new();
     let built = BUILT.get_or_init(|| Mutex::new(Vec::new()));
     let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    if !built.contains(&shape) {
+    if !built.contains(&(shape, name.to_string())) {
         let mut cmd = Command::new(env!("CARGO"));
         cmd.current_dir(crate::root())
             .args(["build", "--quiet", "--profile", shape.profile()])
@@ -71,6 +72,9 @@ pub fn example(name: &str, shape: Shape) -> PathBuf {
         for example in EXAMPLES {
             cmd.args(["--example", example]);
         }
+        if !EXAMPLES.contains(&name) {
+            cmd.args(["--example", name]);
+        }
         if shape == Shape::Nop10 {
             cmd.args(["--features", "nop10"]);
         }
@@ -80,7 +84,12 @@ pub fn example(name: &str, shape: Shape) -> PathBuf {
             "building the examples ({shape:?}) failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        built.push(shape);
+        built.extend(
+            EXAMPLES
+                .iter()
+                .chain([&name])
+                .map(|e| (shape, e.to_string())),
+        );
     }
     let path = shape
         .target_dir()

@@ -1,8 +1,10 @@
 //! Answers instead of hits: a latency histogram between two probes, a
 //! histogram of an argument, and counts per argument value, each kept in
-//! BPF maps by a program that runs at the hit (see `engine/bpf/aggregate.rs`).
-//! Nothing is sent to user space per hit; [`Aggregation::histogram`] and
-//! [`Aggregation::counts`] read the maps whenever asked.
+//! the kernel by the engine that aggregates (the engine interface
+//! `Aggregating`, `engine/aggregating.rs`: BPF maps filled by a program
+//! that runs at the hit, `engine/bpf/aggregate.rs`). Nothing is sent to
+//! user space per hit; [`Aggregation::histogram`] and
+//! [`Aggregation::counts`] read the totals whenever asked.
 //!
 //! Needs BPF uprobe_multi links (Linux 6.6+), x86-64, and root.
 //!
@@ -22,16 +24,13 @@
 //! # Ok::<(), usdt_trace::Error>(())
 //! ```
 
-use std::collections::HashSet;
 use std::path::Path;
 
-use crate::elf::arg::{Operand, RegWidth};
-use crate::engine::bpf::aggregate::{
-    AggSite, Aggregator, Kind as AggKind, Read, Role, Source, Variant, BUCKETS, COUNT, LOST, MAX,
-    NEGATIVE, STRING_KEY, SUM, UNMATCHED, UNREADABLE,
+use crate::engine::aggregating::{
+    AggregateSite, Aggregating, Kind as AggKind, Role, BUCKETS, COUNT, LOST, MAX, NEGATIVE,
+    STRING_KEY, SUM, UNMATCHED, UNREADABLE,
 };
-use crate::engine::bpf::MultiSite;
-use crate::engine::{AttachPoint, Target};
+use crate::engine::{aggregator, AttachPoint, Target};
 use crate::{Error, KernelFeatures, Site};
 
 /// What pairs a latency's end with its start.
@@ -190,7 +189,7 @@ enum What {
 /// down) and frees its maps.
 #[derive(Debug)]
 pub struct Aggregation {
-    agg: Aggregator,
+    agg: Box<dyn Aggregating>,
     what: What,
     point: AttachPoint,
     features: KernelFeatures,
@@ -203,10 +202,10 @@ impl Aggregation {
 
     fn new(kind: AggKind, what: What, point: AttachPoint) -> Result<Aggregation, Error> {
         Ok(Aggregation {
-            agg: Aggregator::new(kind)?,
+            agg: aggregator(kind)?,
             what,
             point,
-            features: KernelFeatures::detect(),
+            features: crate::placement::features_for(point),
             sites: 0,
         })
     }
@@ -268,23 +267,14 @@ impl Aggregation {
         sites: &[&Site],
         target: Target,
     ) -> Result<(), Error> {
-        let path = path.as_ref();
-        let mut seen = HashSet::new();
-        let mut agg = vec![];
-        for site in sites {
-            let variant = self.variant(site)?;
-            let m = MultiSite::at(site, self.point, &self.features, path, 0, target)?;
-            // Duplicate notes of one site: one uprobe per address.
-            if seen.insert(m.offset) {
-                agg.push(AggSite {
-                    offset: m.offset,
-                    ref_ctr_offset: m.ref_ctr_offset,
-                    variant,
-                });
-            }
-        }
-        self.agg.attach(path, &agg, target)?;
-        self.sites += agg.len();
+        let sites = sites
+            .iter()
+            .map(|site| self.aggregated(site))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let attached =
+            self.agg
+                .attach(path.as_ref(), &sites, self.point, &self.features, target)?;
+        self.sites += attached;
         Ok(())
     }
 
@@ -333,10 +323,10 @@ impl Aggregation {
         Ok(out)
     }
 
-    /// The role and the read of `site`.
-    fn variant(&self, site: &Site) -> Result<Variant, Error> {
+    /// What the hits of `site` do, and which operand they read.
+    fn aggregated<'s>(&self, site: &'s Site) -> Result<AggregateSite<'s>, Error> {
         let probe = site.probe();
-        let (role, read) = match &self.what {
+        let (role, arg, string) = match &self.what {
             What::Latency { start, end, key } => {
                 let (role, arg) = if probe == *start {
                     (Role::Start, key_arg(key, true))
@@ -349,15 +339,17 @@ impl Aggregation {
                         end: end.clone(),
                     });
                 };
-                match arg {
-                    None => (role, Read::THREAD),
-                    Some(i) => (role, arg_read(site, i, false)?),
-                }
+                (role, arg, false)
             }
-            What::Histogram { arg } => (Role::Record, arg_read(site, *arg, false)?),
-            What::Count { arg, strings, .. } => (Role::Count, arg_read(site, *arg, *strings)?),
+            What::Histogram { arg } => (Role::Record, Some(*arg), false),
+            What::Count { arg, strings, .. } => (Role::Count, Some(*arg), *strings),
         };
-        Ok(Variant { role, read })
+        Ok(AggregateSite {
+            site,
+            role,
+            arg,
+            string,
+        })
     }
 }
 
@@ -366,68 +358,6 @@ fn key_arg(key: &LatencyKey, start: bool) -> Option<usize> {
         LatencyKey::Thread => None,
         LatencyKey::Arg { start: s, end: e } => Some(if start { *s } else { *e }),
     }
-}
-
-/// How the program reads operand `i` of `site` (a pointer, with `string`).
-fn arg_read(site: &Site, i: usize, string: bool) -> Result<Read, Error> {
-    let probe = site.probe();
-    let arg = site.args.get(i).ok_or_else(|| Error::NoSuchArg {
-        probe: probe.clone(),
-        arg: i,
-        args: site.args.len(),
-    })?;
-    let unsupported = |what: &str| {
-        Error::Unsupported(format!(
-            "arg{i} of {probe} ({}) {what}",
-            site.args_text.split_whitespace().nth(i).unwrap_or("?")
-        ))
-    };
-    if arg.float {
-        return Err(unsupported("is a floating-point value"));
-    }
-    // The `pt_regs` slot of a register, by the table of its file's
-    // machine, which must be this one.
-    let arch = crate::engine::site_arch(site)?;
-    let pt = |r: &crate::elf::arg::Reg| {
-        arch.pt_slot(r.reg)
-            .ok_or_else(|| unsupported("is in a register BPF cannot read"))
-    };
-    let small = |v: i64| i32::try_from(v).map_err(|_| unsupported("has a displacement past 2 GiB"));
-    let source = match &arg.operand {
-        Operand::Immediate(v) => Source::Immediate(small(*v)?),
-        Operand::Register(r) => Source::Register {
-            pt: pt(r)?,
-            high8: r.width == RegWidth::High8,
-        },
-        Operand::Memory { base, disp } => Source::Memory {
-            base: Some(pt(base)?),
-            index: None,
-            scale: 1,
-            disp: small(*disp)?,
-        },
-        Operand::Indexed {
-            base,
-            index,
-            scale,
-            disp,
-        } => Source::Memory {
-            base: base.as_ref().map(pt).transpose()?,
-            index: Some(pt(index)?),
-            scale: *scale,
-            disp: small(*disp)?,
-        },
-        _ => {
-            return Err(unsupported(
-                "is addressed by a symbol; `usdt trace` reads it",
-            ))
-        }
-    };
-    Ok(Read {
-        source,
-        size: if arg.size == 0 { 8 } else { arg.size.min(8) },
-        signed: arg.signed,
-        string,
-    })
 }
 
 #[cfg(test)]

@@ -1,12 +1,29 @@
 //! The consumer side of `usdt`: read USDT probe notes (SystemTap SDT,
 //! `.note.stapsdt`) from ELF files and running processes, attach uprobes to
-//! their sites with `perf_event_open`, count hits, and sample them with every
-//! argument decoded (no BPF).
+//! their sites with `perf_event_open` or BPF uprobe_multi links, count hits,
+//! sample them with every argument decoded, and aggregate them in the
+//! kernel.
 //!
 //! This crate is for tracers, tests and operators; applications with probes
 //! depend on `usdt` only. The `usdt` command (package usdt-cli) has
 //! `features`, `list`, `count`, `trace` and `bpftrace` commands built on
 //! this API.
+//!
+//! Where each concern lives, lowest first (each module imports only those
+//! above it in this list; the crate's README has the full map):
+//!
+//! | module | owns |
+//! |---|---|
+//! | `sys` | every raw system call, one choke point, typed wrappers |
+//! | `error` | [`Error`] and the errors it carries |
+//! | `arch` | one register table per machine ([`Machine`]) |
+//! | `elf` | notes, arguments, signature records, the site check |
+//! | `facts` | what this kernel can do, the self-tests, [`FeatureReport`] |
+//! | `placement` | where a uprobe goes on a site ([`AttachPoint`], Auto) |
+//! | `engine` | perf and BPF ([`EngineKind`]), choosing between them |
+//! | `sample`, `aggregate`, `stack` | decoding hits, in-kernel answers, stacks |
+//! | `types` | argument names and types: records, provider files, catalog |
+//! | `session`, `run` | a target's objects; the one run loop ([`Run`]) |
 //!
 //! - Reading: [`read_file`] and [`read_sites`] give one [`Site`] per note, with
 //!   the Base adjustment applied, file offsets, parsed [`Arg`]uments and the
@@ -16,9 +33,14 @@
 //!   whose Location is not a known nop in the file's code, or whose
 //!   semaphore is not in its writable data, is refused by every engine
 //!   unless [forced](Site::force).
+//! - Kernel facts: [`caps`] finds once what this kernel and machine can do
+//!   ([`KernelFeatures`], BPF uprobe_multi links, the fork self-test
+//!   [`fork_test`] and the speed self-test [`speed_test`]);
+//!   [`Caps::report`] is the whole of it as one serde type
+//!   ([`FeatureReport`], `usdt features --json`).
 //! - Attaching: a [`PerfCounter`] opens one uprobe perf event per site (per CPU for
-//!   [`Target::AllProcesses`]) at the [`AttachPoint`] chosen from
-//!   [`KernelFeatures`] and the fork self-test ([`fork_test`]), with the semaphore's file offset as `ref_ctr_offset`;
+//!   [`Target::AllProcesses`]) at the [`AttachPoint`] the placement picks
+//!   from the kernel facts ([`attach_delta`], [`auto_delta`]), with the semaphore's file offset as `ref_ctr_offset`;
 //!   dropping it detaches and the kernel lowers the semaphores again.
 //! - Counting with BPF (Linux 6.6+): a [`bpf::MultiCounter`] attaches any
 //!   number of sites of a file with one uprobe_multi link and counts the hits
@@ -41,13 +63,17 @@
 //!   appears later (threads, libraries, programs executed), and ends on a
 //!   cancel, a duration, the target's end or the caller's wish
 //!   ([`Ended`]); [`SessionSampler`] attaches a [`Sampler`] that way.
-//! - Engines: [`EngineChoice`] (auto, perf, BPF) is decided here, not by
-//!   callers; [`Counter`] counts with the engine picked, and when Auto's
-//!   BPF attach proves unsupported and perf fails too the error says both.
+//! - Engines: each an [`EngineKind`] (BPF, perf); [`EngineChoice`] (auto,
+//!   BPF, perf) is decided here, not by callers, into the engines to try
+//!   in order ([`Picked`]); [`Counter`] counts with the first the kernel
+//!   supports, and when Auto's BPF attach proves unsupported and perf
+//!   fails too the error says both.
 //! - Tracing: a [`Sampler`] attaches uprobes in sampling mode (registers,
 //!   thread, time and a stack copy per hit, into a perf ring buffer) and
 //!   decodes each hit's arguments into a [`Hit`] of [`Value`]s; lost samples
-//!   are counted. [`Recorder`] runs a command under a sampler and returns a
+//!   are counted. With [`Sampler::stacks`] each hit also carries its user
+//!   [`Stack`], unwound with each file's DWARF call frame information (no
+//!   frame pointers needed) and symbolized. [`Recorder`] runs a command under a sampler and returns a
 //!   [`Recording`] a test can assert on ("this probe fired with these
 //!   arguments").
 //!
@@ -100,9 +126,7 @@ macro_rules! linux_only {
 linux_only! {
 mod aggregate;
 mod arch;
-mod attach;
 mod bpftrace;
-mod caps;
 mod command;
 mod cpus;
 mod elf;
@@ -110,27 +134,25 @@ mod engine;
 mod error;
 mod escape;
 mod exec_watch;
+mod facts;
 mod follow;
 mod glob;
 mod ldso;
+mod placement;
 mod process;
 mod raw;
 mod record;
 mod rewrite;
 mod run;
 mod sample;
-mod selftest;
 mod session;
-mod speedtest;
+mod stack;
 mod sys;
 mod typed;
 mod types;
 
 pub use aggregate::{Aggregation, CountedValue, Histogram, LatencyKey};
 pub use bpftrace::{bpftrace_program, BPFTRACE_MAX_ARGS};
-pub use caps::{
-    auto_delta, auto_delta_here, caps, fork_safe, tracefs_root, AutoInputs, Caps, Speed,
-};
 pub use command::{resolve_program, ExitStatus, PausedCommand};
 pub use cpus::online_cpus;
 pub use elf::arg::{
@@ -147,16 +169,24 @@ pub use elf::signature::{
     parse_records, read_file_signatures, read_signatures, Kind, Param, Signature, BYTES_MAX,
     BYTES_SHOWN, SIGNATURE_SECTION, SIGNATURE_VERSION,
 };
-pub use elf::sites::{SiteCheck, SiteRefusal};
+pub use elf::sites::SiteCheck;
 pub use engine::bpf;
 pub use engine::floor;
 pub use engine::perf::counter::{AttachedSite, PerfCounter};
 pub use engine::perf::tracefs::remove_stale_events;
-pub use engine::{attach_delta, AttachPoint, Counter, EngineChoice, Picked, Target};
-pub use error::{AttachCause, AttachError, Error};
+pub use engine::{Counter, EngineChoice, EngineKind, Picked};
+pub use error::{AttachCause, AttachError, Error, SiteRefusal};
 pub use escape::{escape, escape_name};
+pub use facts::{
+    caps, fork_test, speed_test, tracefs_root, tracer_features, AutoAt, AutoAttach, Caps,
+    FeatureReport, ForkTest, ForkVerdict, OptimizedNop, SpeedRates, SpeedTest, FORK_TEST_CACHE,
+    SPEED_TEST_CACHE,
+};
 pub use glob::{glob_match, globs_match};
 pub use ldso::shared_libraries;
+pub use placement::{
+    attach_delta, auto_delta, auto_delta_here, fork_safe, AttachPoint, AutoInputs, Speed, Target,
+};
 pub use process::{
     load_bias, object_path, process_alive, process_exe, process_threads, read_maps, read_process,
     read_semaphore, MappedObject, Mapping,
@@ -170,9 +200,8 @@ pub use run::{Attacher, Ended, Run, SessionSampler, TICK};
 pub use sample::{
     Hit, Sampler, Value, BYTES_FETCH, DEFAULT_RING_PAGES, DEFAULT_STACK_BYTES, STRING_MAX,
 };
-pub use selftest::{fork_test, tracer_features, ForkTest, FORK_TEST_CACHE};
 pub use session::{Cause, Launcher, NewObject, Notice, Objects, Session};
-pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
+pub use stack::{Frame, Stack};
 pub use sys::SyscallError;
 pub use typed::{TypedArgs, TypedValue};
 pub use types::{

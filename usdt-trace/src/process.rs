@@ -12,6 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::elf::note::{read_file_probes, ElfProbes};
+use crate::elf::sites::Segment;
 use crate::Error;
 
 /// One line of `/proc/PID/maps` backed by a file.
@@ -179,9 +180,14 @@ pub fn read_process(pid: u32) -> Result<Vec<MappedObject>, Error> {
 /// The difference between where the object is mapped and its link-time
 /// addresses, from the first mapping that a `PT_LOAD` segment covers.
 pub fn load_bias(probes: &ElfProbes, mappings: &[&Mapping]) -> Option<u64> {
+    segments_bias(&probes.segments, mappings)
+}
+
+/// [`load_bias`] from the file's `PT_LOAD` segments.
+pub(crate) fn segments_bias(segments: &[Segment], mappings: &[&Mapping]) -> Option<u64> {
     let page = usdt_runtime::page_size();
     mappings.iter().find_map(|m| {
-        let seg = probes.segments.iter().find(|s| {
+        let seg = segments.iter().find(|s| {
             let first = s.offset & !(page - 1);
             first <= m.offset && m.offset < s.offset.saturating_add(s.filesz.max(1))
         })?;
@@ -225,6 +231,13 @@ pub fn process_threads(pid: u32) -> Result<Vec<u32>, Error> {
         .collect();
     tids.sort_unstable();
     Ok(tids)
+}
+
+/// The process a thread belongs to (`Tgid` in `/proc/TID/status`).
+pub(crate) fn thread_group(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Tgid:"))?;
+    line.trim().parse().ok()
 }
 
 /// Reads a 2-byte semaphore at `addr` in the process's memory.

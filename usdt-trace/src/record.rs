@@ -231,6 +231,7 @@ impl Recording {
             provider: "".into(),
             name: "".into(),
             args: args.to_vec(),
+            stack: None,
         };
         let seen: Vec<String> = self.of(probe).map(|h| format!("  {h}")).collect();
         panic!(

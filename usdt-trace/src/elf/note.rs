@@ -302,7 +302,11 @@ fn read_probes_from<'d, R: ReadRef<'d>>(data: R) -> Result<ElfProbes, Error> {
         elf::EM_X86_64 => Machine::X86_64,
         elf::EM_AARCH64 => Machine::Aarch64,
         elf::EM_RISCV => Machine::Riscv64,
-        other => return Err(Error::Unsupported(format!("ELF files for machine {other}"))),
+        other => {
+            return Err(Error::Unsupported(format!(
+                "ELF files for machine {other} are not supported"
+            )))
+        }
     };
     let segments = header
         .program_headers(endian, data)?
@@ -452,10 +456,14 @@ pub(crate) fn parse_header<'d, R: ReadRef<'d>>(data: R) -> Result<&'d Header, Er
     }
     let data_ident: &[u8] = data_ident;
     if data_ident[4] != elf::ELFCLASS64 {
-        return Err(Error::Unsupported("32-bit ELF files".into()));
+        return Err(Error::Unsupported(
+            "32-bit ELF files are not supported".into(),
+        ));
     }
     if data_ident[5] != elf::ELFDATA2LSB {
-        return Err(Error::Unsupported("big-endian ELF files".into()));
+        return Err(Error::Unsupported(
+            "big-endian ELF files are not supported".into(),
+        ));
     }
     Ok(Header::parse(data)?)
 }

@@ -8,11 +8,13 @@
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
-use crate::engine::bpf::{empty_program, link_sites, load_program_for, BpfError};
-use crate::engine::perf::open_uprobe;
+use crate::engine::bpf::{link_sites, load_program_for, BpfError};
 use crate::engine::{features_for, path_cstring, AttachPoint, Target, Uprobe};
 use crate::sys::bpf::BPF_TRACE_UPROBE_MULTI;
-use crate::sys::bpf::{bpf_fd, PerfLinkCreateAttr, BPF_LINK_CREATE, BPF_PERF_EVENT};
+use crate::sys::perf::open_uprobe;
+use crate::sys::bpf::{
+    bpf_fd, PerfLinkCreateAttr, BPF_LINK_CREATE, BPF_PERF_EVENT, RETURN_ZERO,
+};
 use crate::{Error, Site};
 
 /// How a BPF program is linked to its uprobes.
@@ -72,7 +74,7 @@ impl EmptyProgram {
             LinkKind::PerfEvent => 0,
             LinkKind::UprobeMulti => BPF_TRACE_UPROBE_MULTI,
         };
-        let prog = load_program_for(&empty_program(), "usdt_empty", expected)?;
+        let prog = load_program_for(&RETURN_ZERO, "usdt_empty", expected)?;
         let mut out = EmptyProgram {
             links: vec![],
             events: vec![],
@@ -101,7 +103,7 @@ impl EmptyProgram {
                     Target::AllProcesses => 0,
                 };
                 for u in &uprobes {
-                    let event = open_uprobe(&features, u, target, cpu, |_| {}).map_err(
+                    let event = open_uprobe(&features, u, target.pid(), cpu, -1, |_| {}).map_err(
                         |source| Error::Syscall {
                             what: format!("opening a uprobe event at {:#x}", u.offset),
                             source,

@@ -1,33 +1,65 @@
-//! The engines that attach uprobes to probe sites and read their hits:
-//! [`perf`] (one perf event per site, tracefs fetch events for memory
-//! operands) and [`bpf`] (one uprobe_multi link per file and programs
-//! assembled here). What both share is here: where on a site the uprobe
-//! goes ([`AttachPoint`], [`attach_delta`]), whose hits it sees
-//! ([`Target`]), the uprobe a site gets ([`Uprobe`]), and the interface
-//! both engines implement, for sampling ([`Engine`]) and for counting
-//! ([`Counting`]); which engine attaches is chosen once for both
-//! ([`choice`]). [`floor`] attaches a BPF program that does nothing through
-//! either engine's kind of link: what the kernel costs per hit.
+//! The engines that attach uprobes to probe sites and read their hits, each
+//! an [`EngineKind`]: [`perf`] (one perf event per site, tracefs fetch
+//! events for memory operands) and [`bpf`] (one uprobe_multi link per file
+//! and programs assembled here). What they share is here: the interface
+//! the engines implement, for sampling ([`Engine`]), for counting
+//! ([`Counting`]) and for aggregating (`Aggregating`, `aggregating.rs`);
+//! which engine attaches is chosen once for all, from an ordered list of
+//! kinds ([`choice`]). [`floor`] attaches a BPF program that does nothing
+//! through either engine's kind of link: what the kernel costs per hit.
+//!
+//! Where on a site a uprobe goes and whose hits it sees is the
+//! [`placement`](crate::placement)'s, below the engines: its names are
+//! re-exported here for them.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
+use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::arch::Arch;
 use crate::elf::arg::{Arg, Machine};
 use crate::elf::note::Site;
-use crate::elf::sites::SiteCheck;
-use crate::error::{AttachCause, AttachError};
-use crate::{Error, KernelFeatures, SiteLayout, UprobeSyscall};
+use crate::Error;
 
+pub(crate) mod aggregating;
 pub mod bpf;
 mod choice;
 pub mod floor;
 pub(crate) mod perf;
 
-pub(crate) use choice::attach_with;
+pub(crate) use crate::placement::features_for;
+pub use crate::placement::{AttachPoint, Target};
+pub(crate) use crate::sys::perf::Uprobe;
+pub(crate) use choice::{aggregator, attach_first};
 pub use choice::{Counter, EngineChoice, Picked};
+
+/// An engine: how uprobes are attached and their hits read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EngineKind {
+    /// BPF uprobe_multi links and programs ([`bpf`](crate::bpf)).
+    Bpf,
+    /// Perf events per site ([`PerfCounter`](crate::PerfCounter), the
+    /// [`Sampler`](crate::Sampler)'s perf rings).
+    Perf,
+}
+
+impl EngineKind {
+    /// Its name, as `--engine` takes it: `bpf` or `perf`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Bpf => "bpf",
+            EngineKind::Perf => "perf",
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// One site to sample, as the sampler planned it: engine-neutral. Each
 /// engine derives from it what it reads at the hit (the perf engine its
@@ -99,8 +131,8 @@ pub(crate) trait Engine: std::fmt::Debug {
     fn poll_fds(&self) -> Vec<std::os::fd::RawFd>;
     /// The size in bytes of each ring's data area.
     fn ring_bytes(&self) -> u64;
-    /// Whether this is the BPF engine.
-    fn is_bpf(&self) -> bool;
+    /// Which engine this is.
+    fn kind(&self) -> EngineKind;
 }
 
 /// What both engines do to count hits per probe: the peer of [`Engine`]
@@ -120,8 +152,8 @@ pub(crate) trait Counting: std::fmt::Debug {
         Self: Sized;
     /// Hits per probe (`provider:name`), summed over its sites.
     fn probe_counts(&self) -> Result<BTreeMap<String, u64>, Error>;
-    /// Whether this is the BPF engine.
-    fn is_bpf(&self) -> bool;
+    /// Which engine this is.
+    fn kind(&self) -> EngineKind;
 }
 
 /// The register table of `site`'s machine, for an engine that reads
@@ -132,7 +164,7 @@ pub(crate) fn site_arch(site: &Site) -> Result<&'static Arch, Error> {
     match Machine::host() {
         Some(host) if host == site.machine => Ok(host.arch()),
         host => Err(Error::Unsupported(format!(
-            "{} sites ({}) on this {}machine",
+            "{} sites ({}) on this {}machine are not supported",
             site.machine,
             site.probe(),
             host.map_or(String::new(), |h| format!("{h} "))
@@ -144,272 +176,13 @@ pub(crate) fn site_arch(site: &Site) -> Result<&'static Arch, Error> {
 /// does not have (a site put together by hand).
 pub(crate) fn unsupported_registers(site: &Site) -> Error {
     Error::Unsupported(format!(
-        "registers that {} does not have (in the arguments of {})",
+        "registers that {} does not have (in the arguments of {}) are not supported",
         site.machine,
         site.probe()
     ))
 }
 
-/// Where on a site the uprobe goes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum AttachPoint {
-    /// Follow the table in docs/site.md, "Where a tracer attaches": Location + 1 when
-    /// this kernel optimizes the site's long nop and a child forked after an
-    /// optimized hit survives (the fork self-test, [`fork_test`](crate::fork_test)),
-    /// or the program carries usdt-runtime's fork guard (its marker,
-    /// [`read_fork_guard`](crate::read_fork_guard)), and the speed self-test
-    /// did not find the trap faster ([`auto_delta`](crate::auto_delta));
-    /// otherwise Location.
-    #[default]
-    Auto,
-    /// Always Location (the first `nop`), as tools that do not know nop5 do.
-    Nop,
-    /// Always Location + 1 (the long nop); refused on a site without one.
-    /// Where the kernel optimizes the site and the fork self-test failed, a
-    /// child the traced program forks after a hit dies at its own first hit.
-    Next,
-}
-
-impl std::str::FromStr for AttachPoint {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "auto" => Ok(AttachPoint::Auto),
-            "nop" => Ok(AttachPoint::Nop),
-            "next" => Ok(AttachPoint::Next),
-            _ => Err(Error::BadAttachPoint { value: s.into() }),
-        }
-    }
-}
-
-/// Whose hits a uprobe counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Target {
-    /// One process (and, with [`PerfCounter::inherit`](crate::PerfCounter::inherit), the children it starts
-    /// after attaching).
-    Pid(u32),
-    /// Every process that runs the file, one event per CPU.
-    AllProcesses,
-}
-
-/// How far past Location the uprobe goes for `point` on this kernel: 0, 1,
-/// or 6 (the nop10 of a `nop; nop5; nop10` site).
-///
-/// [`AttachPoint::Auto`] follows [`auto_delta`](crate::auto_delta) with what
-/// `features` says (the errno and the fork verdict), with no speed measured
-/// and no fork guard; a tracer's own attach also weighs the program's fork
-/// guard and the speed self-test ([`caps`](crate::caps)).
-pub fn attach_delta(
-    site: &Site,
-    point: AttachPoint,
-    features: &KernelFeatures,
-) -> Result<u64, Error> {
-    match point {
-        AttachPoint::Nop => Ok(0),
-        AttachPoint::Auto => Ok(crate::auto_delta(
-            site.layout,
-            &crate::AutoInputs::of(features),
-        )),
-        // Kernels before the 7.3 series refuse a uprobe on nop10 (its CS
-        // prefix) when they install it, which for a program not yet started
-        // is silent: say so now.
-        AttachPoint::Next
-            if site.layout == SiteLayout::NopNop10
-                && features.uprobe_syscall != UprobeSyscall::OptimizesNop10 =>
-        {
-            Err(refused(site, AttachCause::Nop10Refused))
-        }
-        // Both long nops: the one this kernel optimizes, else the nop5
-        // (emulated since Linux 6.16).
-        AttachPoint::Next if site.layout == SiteLayout::NopNop5Nop10 => {
-            Ok(features.optimized_offset(site.layout).unwrap_or(1))
-        }
-        AttachPoint::Next if site.layout.has_long_nop() => Ok(1),
-        AttachPoint::Next => Err(refused(
-            site,
-            AttachCause::NoLongNop {
-                layout: site.layout,
-            },
-        )),
-    }
-}
-
-/// An attach error of `site` before any file is opened: the path is
-/// unknown here ([`Uprobe::at`] names it).
-fn refused(site: &Site, cause: AttachCause) -> Error {
-    AttachError::of(Path::new(""), site, cause)
-}
-
-/// The features a tracer attaching at `point` uses: the fork verdict is
-/// needed (and the self-test run) only for [`AttachPoint::Auto`].
-pub(crate) fn features_for(point: AttachPoint) -> KernelFeatures {
-    match point {
-        AttachPoint::Auto => crate::tracer_features(),
-        _ => KernelFeatures::detect(),
-    }
-}
-
-/// [`attach_delta`] as a tracer attaches `site` of the file at `path`: for
-/// [`AttachPoint::Auto`], the fork guard's marker in that file (read only
-/// where the kernel optimizes the site) and, where the kernel's table, the
-/// fork verdict and the guard would take the long nop, the speed self-test
-/// (run only then) decide too.
-///
-/// The guard counts only for one process ([`Target::Pid`]): it keeps a
-/// forked child alive by making its optimized sites return at once, so the
-/// child's hits there reach no uprobe, which a tracer of every process
-/// ([`Target::AllProcesses`]) would miss. For that one Auto stays at the nop
-/// unless the kernel itself keeps the child's trampoline.
-pub(crate) fn tracer_delta(
-    site: &Site,
-    point: AttachPoint,
-    features: &KernelFeatures,
-    path: &Path,
-    target: Target,
-) -> Result<u64, Error> {
-    if point != AttachPoint::Auto {
-        return attach_delta(site, point, features);
-    }
-    let guarded = matches!(target, Target::Pid(_))
-        && features.optimizes(site.layout)
-        && crate::elf::forkguard::fork_guarded(path);
-    Ok(crate::caps::auto_delta_here(site.layout, features, guarded))
-}
-
 /// The path as the kernel takes it (`config1` of a uprobe event).
 pub(crate) fn path_cstring(path: &Path) -> Result<CString, Error> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::NulInPath { path: path.into() })
-}
-
-/// One uprobe: the file as the kernel takes it, the file offset of the
-/// instruction, and the semaphore's file offset.
-#[derive(Debug)]
-pub(crate) struct Uprobe<'a> {
-    pub(crate) path: &'a CString,
-    pub(crate) offset: u64,
-    pub(crate) ref_ctr_offset: Option<u64>,
-}
-
-impl<'a> Uprobe<'a> {
-    /// The uprobe for `site` of the file at `path` (`c_path` as the kernel
-    /// takes it), at `point` on this kernel, with the site's semaphore.
-    pub(crate) fn at(
-        site: &Site,
-        point: AttachPoint,
-        features: &KernelFeatures,
-        path: &Path,
-        c_path: &'a CString,
-        target: Target,
-    ) -> Result<Uprobe<'a>, Error> {
-        if let SiteCheck::Refused(why) = &site.check {
-            return Err(AttachError::of(
-                path,
-                site,
-                AttachCause::SiteRefused(why.clone()),
-            ));
-        }
-        let delta = tracer_delta(site, point, features, path, target).map_err(|e| match e {
-            Error::Attach(mut e) => {
-                e.path = path.into();
-                Error::Attach(e)
-            }
-            e => e,
-        })?;
-        let location = site
-            .location_offset
-            .ok_or_else(|| AttachError::of(path, site, AttachCause::NotLoaded))?;
-        Ok(Uprobe {
-            path: c_path,
-            offset: location + delta,
-            ref_ctr_offset: site.semaphore_offset,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn site(layout: SiteLayout) -> Site {
-        Site::at_0x1000(layout)
-    }
-
-    fn kernel(uprobe_syscall: UprobeSyscall) -> KernelFeatures {
-        KernelFeatures {
-            uprobe_syscall,
-            uprobe_pmu_type: Some(8),
-            kernel_semaphores: true,
-            ref_ctr_offset_shift: Some(32),
-            optimized_fork: crate::OptimizedFork::ChildSurvives,
-        }
-    }
-
-    #[test]
-    fn attach_points_follow_the_design_table() {
-        use AttachPoint::{Auto, Next};
-        use SiteLayout::{Nop, NopNop10, NopNop5, Other};
-        let delta = |p, l, k| attach_delta(&site(l), p, &kernel(k)).ok();
-        for k in [UprobeSyscall::Absent, UprobeSyscall::Unknown(1)] {
-            assert_eq!(delta(Auto, NopNop5, k), Some(0));
-            assert_eq!(delta(Auto, NopNop10, k), Some(0));
-        }
-        assert_eq!(delta(Auto, NopNop5, UprobeSyscall::OptimizesNop5), Some(1));
-        assert_eq!(delta(Auto, NopNop10, UprobeSyscall::OptimizesNop5), Some(0));
-        assert_eq!(delta(Auto, NopNop5, UprobeSyscall::OptimizesNop10), Some(0));
-        assert_eq!(
-            delta(Auto, NopNop10, UprobeSyscall::OptimizesNop10),
-            Some(1)
-        );
-        assert_eq!(
-            delta(AttachPoint::Nop, NopNop5, UprobeSyscall::OptimizesNop5),
-            Some(0)
-        );
-        assert_eq!(delta(Next, NopNop5, UprobeSyscall::Absent), Some(1));
-        assert_eq!(
-            delta(Next, NopNop10, UprobeSyscall::OptimizesNop10),
-            Some(1)
-        );
-        assert_eq!(delta(Next, NopNop10, UprobeSyscall::OptimizesNop5), None);
-        assert_eq!(delta(Next, Nop, UprobeSyscall::OptimizesNop5), None);
-        assert_eq!(delta(Next, Other, UprobeSyscall::OptimizesNop5), None);
-        assert_eq!(delta(Auto, Other, UprobeSyscall::OptimizesNop5), Some(0));
-        // Both long nops: each kernel's own.
-        use SiteLayout::NopNop5Nop10;
-        assert_eq!(
-            delta(Auto, NopNop5Nop10, UprobeSyscall::OptimizesNop5),
-            Some(1)
-        );
-        assert_eq!(
-            delta(Auto, NopNop5Nop10, UprobeSyscall::OptimizesNop10),
-            Some(6)
-        );
-        assert_eq!(delta(Auto, NopNop5Nop10, UprobeSyscall::Absent), Some(0));
-        assert_eq!(
-            delta(Next, NopNop5Nop10, UprobeSyscall::OptimizesNop10),
-            Some(6)
-        );
-        assert_eq!(
-            delta(Next, NopNop5Nop10, UprobeSyscall::OptimizesNop5),
-            Some(1)
-        );
-        assert_eq!(delta(Next, NopNop5Nop10, UprobeSyscall::Absent), Some(1));
-        // Where a forked child dies, or nobody knows: the nop.
-        for fork in [
-            crate::OptimizedFork::ChildDies,
-            crate::OptimizedFork::Untested,
-        ] {
-            let k = KernelFeatures {
-                optimized_fork: fork,
-                ..kernel(UprobeSyscall::OptimizesNop5)
-            };
-            assert_eq!(attach_delta(&site(NopNop5), Auto, &k).ok(), Some(0));
-            assert_eq!(attach_delta(&site(NopNop5), Next, &k).ok(), Some(1));
-        }
-    }
-
-    #[test]
-    fn attach_point_names() {
-        assert_eq!("next".parse::<AttachPoint>().unwrap(), AttachPoint::Next);
-        assert!("Next".parse::<AttachPoint>().is_err());
-    }
 }

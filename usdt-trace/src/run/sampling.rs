@@ -77,8 +77,10 @@ impl SessionSampler {
     }
 
     /// With perf events, attaches the threads the process started since
-    /// the last look.
+    /// the last look. With stacks, reads the process's maps again too (a
+    /// process stopped at an exec has its new program mapped).
     pub fn attach_threads(&mut self, session: &mut Session) -> Result<(), Error> {
+        self.sampler.refresh_stacks();
         if !self.per_thread {
             return Ok(());
         }

@@ -1,43 +1,47 @@
-//! Sampling attach mode: every hit of a uprobe writes the user registers the
-//! note's operands name, the pid and thread id, a timestamp and (for sites
-//! that read memory) a copy of the user stack into a perf ring buffer, and
-//! [`Sampler`] decodes each probe argument from its note operand.
+//! Sampling: every hit of a traced site becomes a [`Hit`] with each probe
+//! argument decoded from its note operand. [`Sampler`] plans what each site
+//! needs read at the hit ([`plan`]), hands the sites to the engine picked
+//! (`crate::engine`), and decodes the engine-neutral raw hits it drains
+//! ([`decode`]); lost hits are counted ([`Sampler::lost`]), never dropped
+//! silently.
 //!
-//! - A register operand is read at its width and sign from the sampled
-//!   registers: exact.
+//! What the engines read at the hit:
+//!
+//! - The BPF engine (`engine::bpf::sampling`, Linux 6.6+): one program on
+//!   one uprobe_multi link per file writes a record into one BPF ring buffer
+//!   that every CPU shares: the cookie naming the site, pid/tid, the time,
+//!   the machine's `pt_regs`, and what each argument reads in memory
+//!   (`base + index*scale + disp`, strings, the first bytes of a byte
+//!   slice), read by the kernel at the hit: exact.
+//! - The perf engine (`engine::perf::sampling`): one perf event per site,
+//!   per CPU or per thread, into perf ring buffers. Its sample holds the
+//!   registers the operands name; a site with memory operands or string
+//!   arguments gets, where tracefs is writable, a fetch event whose fetch
+//!   arguments make the kernel read them at the hit (`-8(%sp):u64`,
+//!   `+0(%di):string`, a symbol as `@+FILE_OFFSET:u64`), exact, red zone
+//!   included; without tracefs (or with [`Sampler::kernel_fetch`] off) the
+//!   sample carries a copy of the stack from the stack pointer upward
+//!   (`PERF_SAMPLE_STACK_USER`), and what lies outside it is read from the
+//!   process with `process_vm_readv` when the hit is decoded: racy, it may
+//!   see a newer value or none. The kernel does not fault pages in: a
+//!   string it could not read is read from the process instead (racy).
+//!
+//! How operands become values, whichever engine read them:
+//!
+//! - A register operand is read at its width and sign: exact.
 //! - An immediate (`$5`) is the note's constant: exact.
 //! - A float (`4f@`, `8f@`) is decoded as an `f32` or `f64` ([`Value::F32`],
 //!   [`Value::F64`]); a 16 or 24-byte value (a struct or `__int128` passed
 //!   by value) is kept as its bytes ([`Value::Bytes`]).
 //! - An argument the note reader could not read ([`Operand::Unreadable`]:
 //!   `%xmm0`, a stripped symbol) is [`Value::Unavailable`], with the reason.
-//! - An indexed operand (`8@(%rdx,%rax,8)`) is computed from the sampled
-//!   registers and read like a memory operand below; a symbol's operand
-//!   (`sym(%rip)`) is at the symbol's address plus the load bias, which the
-//!   sampled instruction pointer gives (the uprobe's address in the process
-//!   minus its link-time address).
-//! - A site with memory operands (`disp(%reg)`, symbols) or string arguments (see
-//!   [`Sampler::string_arg`]) gets, when tracefs is mounted and writable, a
-//!   fetch event: a uprobe event defined in `uprobe_events` whose fetch
-//!   arguments make the kernel read them at the hit (`-8(%sp):u64`,
-//!   `+0(%di):string`, a symbol as `@+FILE_OFFSET:u64`) into the
-//!   sample's raw record: exact, including GCC's red-zone operands
-//!   (`-8@-16(%rsp)`) and strings freed right after the probe. The kernel
-//!   does not fault pages in: a string it could not read is read from the
-//!   process instead (racy).
-//! - Without tracefs (or with [`Sampler::kernel_fetch`] off), the sample
-//!   carries a copy of the stack from the stack pointer upward
-//!   (`PERF_SAMPLE_STACK_USER`): a memory operand or string inside it is read
-//!   from the copy, exact (Rust probes stage `&str` copies on the probing
-//!   frame's stack); anything else, the red zone below the stack pointer
-//!   included, is read from the process with `process_vm_readv` when the
-//!   sample is decoded, after the fact: racy, it may see a newer value or
-//!   none (the process exited).
+//! - An indexed operand (`8@(%rdx,%rax,8)`) is computed from the registers
+//!   and read like a memory operand; a symbol's operand (`sym(%rip)`) is at
+//!   the symbol's address plus the load bias, which the instruction pointer
+//!   at the hit gives (the uprobe's address in the process minus its
+//!   link-time address).
 //!
-//! All sites share one ring buffer per CPU (with [`Sampler::per_cpu`]) or
-//! one per traced thread (the events are then per thread, on any CPU). Lost samples
-//! (`PERF_RECORD_LOST`, written when a ring is full) are counted in
-//! [`Sampler::lost`], never dropped silently.
+//! [`Operand::Unreadable`]: crate::Operand::Unreadable
 
 use std::collections::HashSet;
 use std::ffi::CString;
@@ -47,7 +51,7 @@ use std::time::Duration;
 use crate::elf::note::Site;
 use crate::engine::bpf::sampling::BpfSampling;
 use crate::engine::perf::sampling::PerfSampling;
-use crate::engine::{attach_with, path_cstring, Engine, Picked, SampleSite, Uprobe};
+use crate::engine::{attach_first, path_cstring, Engine, EngineKind, Picked, SampleSite, Uprobe};
 use crate::glob::glob_match;
 use crate::sys::process;
 
@@ -56,6 +60,7 @@ mod plan;
 pub(crate) mod value;
 
 use crate::raw::RawHit;
+use crate::stack::Stacks;
 use crate::{AttachPoint, Error, KernelFeatures, Target};
 use decode::decode;
 use plan::Plan;
@@ -100,6 +105,8 @@ pub struct Sampler {
     /// The engine to attach with ([`Sampler::engine`], [`Sampler::bpf`]).
     picked: Picked,
     kernel_fetch: bool,
+    /// The unwinder and symbolizer, with [`Sampler::stacks`].
+    stacks: Option<Stacks>,
     /// The engine, from the first attach on.
     engine: Option<Box<dyn Engine>>,
     /// Hits counted but never sampled (known after a drain).
@@ -129,12 +136,9 @@ impl Sampler {
             bytes: vec![],
             plans: vec![],
             attached: HashSet::new(),
-            picked: Picked {
-                bpf: false,
-                auto: false,
-                fallback: None,
-            },
+            picked: Picked::only(EngineKind::Perf),
             kernel_fetch: true,
+            stacks: None,
             engine: None,
             unsampled: 0,
             seen: 0,
@@ -167,19 +171,19 @@ impl Sampler {
     /// ring of [`Sampler::ring_pages`] pages. Hits the full ring could not
     /// take are counted in [`Sampler::lost`].
     pub fn bpf(mut self, on: bool) -> Sampler {
-        self.picked = Picked {
-            bpf: on,
-            auto: false,
-            fallback: None,
-        };
+        self.picked = Picked::only(match on {
+            true => EngineKind::Bpf,
+            false => EngineKind::Perf,
+        });
         self
     }
 
-    /// Samples with the engine `picked` ([`EngineChoice::for_sampling`]):
-    /// as [`Sampler::bpf`] when it picked BPF, else with perf events; an
-    /// automatic BPF attach that the kernel does not support falls back on
-    /// perf at the first attach, and when that fails too the error says
-    /// both (as [`Counter`](crate::Counter) does for counting).
+    /// Samples with the engines `picked` ([`EngineChoice::for_sampling`]),
+    /// the first the kernel supports: as [`Sampler::bpf`] for BPF, else
+    /// with perf events; an automatic BPF attach that the kernel does not
+    /// support falls back on perf at the first attach, and when that fails
+    /// too the error says both (as [`Counter`](crate::Counter) does for
+    /// counting).
     ///
     /// [`EngineChoice::for_sampling`]: crate::EngineChoice::for_sampling
     pub fn engine(mut self, picked: Picked) -> Sampler {
@@ -187,13 +191,18 @@ impl Sampler {
         self
     }
 
-    /// Whether the sampler uses BPF: the engine that attached, or before
-    /// the first attach the one picked ([`Sampler::engine`]).
-    pub fn uses_bpf(&self) -> bool {
+    /// The engine the sampler uses: the one that attached, or before the
+    /// first attach the first picked ([`Sampler::engine`]).
+    pub fn engine_kind(&self) -> Option<EngineKind> {
         match &self.engine {
-            Some(engine) => engine.is_bpf(),
-            None => self.picked.bpf,
+            Some(engine) => Some(engine.kind()),
+            None => self.picked.first(),
         }
+    }
+
+    /// Whether the sampler uses BPF ([`Sampler::engine_kind`]).
+    pub fn uses_bpf(&self) -> bool {
+        self.engine_kind() == Some(EngineKind::Bpf)
     }
 
     /// The data pages of ring buffer per traced target (rounded up to a power
@@ -250,6 +259,29 @@ impl Sampler {
     pub fn kernel_fetch(mut self, on: bool) -> Sampler {
         self.kernel_fetch = on;
         self
+    }
+
+    /// Gives each hit its user stack ([`Hit::stack`]), unwound and
+    /// symbolized in this process ([`Stack`](crate::Stack)): every sample then copies the
+    /// instruction, stack and frame pointers and [`Sampler::stack_bytes`]
+    /// of the stack, which the DWARF call frame information of each file
+    /// the process maps unwinds (no frame pointers needed): perf's
+    /// `PERF_SAMPLE_STACK_USER`, or the BPF program's copy with
+    /// `bpf_probe_read_user`. Set before the first attach.
+    pub fn stacks(mut self, on: bool) -> Sampler {
+        self.stacks = on.then(Stacks::default);
+        self
+    }
+
+    /// With [`Sampler::stacks`], reads again the memory maps of the
+    /// processes attached by pid, which stacks are unwound with: for a
+    /// tracer to call while a process is stopped at an exec, its new
+    /// program mapped (they are read at every poll too, but a program that
+    /// ends between two polls leaves its hits to the maps read last).
+    pub fn refresh_stacks(&mut self) {
+        if let Some(stacks) = &mut self.stacks {
+            stacks.new_round();
+        }
     }
 
     /// Samples lost so far because a ring buffer was full: the kernel's
@@ -329,6 +361,11 @@ impl Sampler {
                 attach_addr: plan.attach_addr,
             })
             .collect();
+        if let (Some(stacks), Target::Pid(pid)) = (&mut self.stacks, target) {
+            // Its files as mapped now: a process that exits before the
+            // first poll still has its stacks unwound.
+            stacks.watch(crate::process::thread_group(pid).unwrap_or(pid));
+        }
         if let Some(engine) = &mut self.engine {
             return engine.attach(path, &samples, target);
         }
@@ -337,11 +374,10 @@ impl Sampler {
             engine.attach(path, &samples, target)?;
             Ok(engine)
         };
-        let engine = attach_with(
-            &self.picked,
-            || attach(self.bpf_engine()?),
-            || attach(self.perf_engine()),
-        )?;
+        let engine = attach_first(&self.picked.engines, |kind| match kind {
+            EngineKind::Bpf => attach(self.bpf_engine()?),
+            EngineKind::Perf => attach(self.perf_engine()),
+        })?;
         self.engine = Some(engine);
         Ok(())
     }
@@ -365,6 +401,7 @@ impl Sampler {
             self.kernel_fetch,
             self.per_cpu,
             self.stack_bytes,
+            self.stacks.is_some(),
             self.features,
         ))
     }
@@ -373,7 +410,11 @@ impl Sampler {
     fn bpf_engine(&self) -> Result<Box<dyn Engine>, Error> {
         crate::engine::perf::tracefs::remove_stale_events();
         let bytes = self.ring_pages as u64 * usdt_runtime::page_size();
-        Ok(Box::new(BpfSampling::new(bytes)?))
+        let stack_bytes = match self.stacks {
+            Some(_) => self.stack_bytes,
+            None => 0,
+        };
+        Ok(Box::new(BpfSampling::new(bytes, stack_bytes)?))
     }
 
     /// Waits up to `timeout` for a ring buffer to fill past its watermark,
@@ -424,13 +465,21 @@ impl Sampler {
             plans,
             seen,
             pending,
+            stacks,
             ..
         } = self;
+        if let Some(stacks) = stacks.as_mut() {
+            stacks.new_round();
+        }
         if let Some(engine) = engine {
             engine.drain(&mut |raw: Option<RawHit<'_>>| {
                 *seen += 1;
                 if let Some((plan, raw)) = raw.and_then(|raw| Some((plans.get(raw.site)?, raw))) {
-                    pending.push(decode(plan, &raw));
+                    let mut hit = decode(plan, &raw);
+                    if let Some(stacks) = stacks.as_mut() {
+                        hit.stack = stacks.stack(raw.pid, &raw.regs, raw.stack);
+                    }
+                    pending.push(hit);
                 }
             });
         }

@@ -52,6 +52,7 @@ impl Plan {
             provider: self.provider.clone(),
             name: self.name.clone(),
             args,
+            stack: None,
         }
     }
 }

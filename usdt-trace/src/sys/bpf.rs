@@ -104,6 +104,82 @@ pub(crate) fn command_name(cmd: libc::c_int) -> &'static str {
     }
 }
 
+/// One instruction, as `struct bpf_insn` lays it out: opcode, destination
+/// register in the low 4 bits of `regs` and source in the high 4, offset
+/// and immediate. The engine's encoder writes them; here is only the ABI.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Insn {
+    pub(crate) code: u8,
+    pub(crate) regs: u8,
+    pub(crate) off: i16,
+    pub(crate) imm: i32,
+}
+
+const _: () = assert!(size_of::<Insn>() == 8);
+
+impl Insn {
+    /// The instruction of these fields.
+    pub(crate) const fn new(code: u8, regs: u8, off: i16, imm: i32) -> Insn {
+        Insn {
+            code,
+            regs,
+            off,
+            imm,
+        }
+    }
+}
+
+/// The smallest program, `r0 = 0; exit` (`BPF_ALU64 | BPF_MOV | BPF_K`,
+/// `BPF_JMP | BPF_EXIT`): loading it asks the kernel whether it takes a
+/// program of a type at all, as libbpf's and aya's feature probes do.
+pub(crate) const RETURN_ZERO: [Insn; 2] = [Insn::new(0xb7, 0, 0, 0), Insn::new(0x95, 0, 0, 0)];
+
+/// The license the kernel is told; GPL-compatible, as some helpers require.
+const LICENSE: &[u8] = b"Dual MIT/GPL\0";
+
+/// `BPF_PROG_LOAD` of `insns` as a program that uprobe_multi links take
+/// (`BPF_PROG_TYPE_KPROBE`, expected attach type `BPF_TRACE_UPROBE_MULTI`),
+/// named `name`; with `log`, the verifier writes its log there.
+pub(crate) fn load_uprobe_multi_program(
+    insns: &[Insn],
+    name: &str,
+    log: Option<&mut [u8]>,
+) -> Result<OwnedFd, SyscallError> {
+    load_kprobe_program(insns, name, BPF_TRACE_UPROBE_MULTI, log)
+}
+
+/// `BPF_PROG_LOAD` of `insns` as a `BPF_PROG_TYPE_KPROBE` program of
+/// `expected_attach_type`: [`BPF_TRACE_UPROBE_MULTI`] for uprobe_multi
+/// links, 0 for a perf event's link ([`BPF_PERF_EVENT`]), which refuses a
+/// program that expects uprobe_multi.
+pub(crate) fn load_kprobe_program(
+    insns: &[Insn],
+    name: &str,
+    expected_attach_type: u32,
+    log: Option<&mut [u8]>,
+) -> Result<OwnedFd, SyscallError> {
+    let (log_level, log_size, log_buf) = match log {
+        Some(buf) => (1, buf.len() as u32, buf.as_mut_ptr() as u64),
+        None => (0, 0, 0),
+    };
+    let mut attr = ProgLoadAttr {
+        prog_type: BPF_PROG_TYPE_KPROBE,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: LICENSE.as_ptr() as u64,
+        log_level,
+        log_size,
+        log_buf,
+        prog_name: object_name(name),
+        expected_attach_type,
+        ..ProgLoadAttr::default()
+    };
+    // SAFETY: the instructions, the license and the log buffer outlive the
+    // call, and the log's size is its length.
+    unsafe { bpf_fd(BPF_PROG_LOAD, &mut attr) }
+}
+
 /// `BPF_MAP_CREATE`: the first fields of `union bpf_attr`'s map member.
 #[repr(C)]
 #[derive(Default)]

@@ -134,7 +134,7 @@ mod tests {
         assert!(matches!(e, Error::Bpf(crate::bpf::BpfError::Unsupported)));
     }
 
-    /// Attaches `site` with the engine `picked`, counting (`false`) or
+    /// Attaches `site` with the engines `picked`, counting (`false`) or
     /// sampling (`true`), with the kernel answering `fake`.
     fn attach_with(
         picked: &crate::Picked,
@@ -158,8 +158,7 @@ mod tests {
     #[test]
     fn auto_reports_both_engines_when_both_fail() {
         let picked = crate::Picked {
-            bpf: true,
-            auto: true,
+            engines: vec![crate::EngineKind::Bpf, crate::EngineKind::Perf],
             fallback: None,
         };
         // Counting and sampling fall back alike: one choice for both.
@@ -184,10 +183,7 @@ mod tests {
             }
         }
         // Asked for by the caller, BPF is not replaced.
-        let asked = crate::Picked {
-            auto: false,
-            ..picked
-        };
+        let asked = crate::Picked::only(crate::EngineKind::Bpf);
         for sampling in [false, true] {
             let e = attach_with(&asked, sampling, |call| {
                 matches!(call, Syscall::Bpf { .. }).then_some(Err(libc::ENOSYS))

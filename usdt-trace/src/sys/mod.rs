@@ -7,8 +7,10 @@
 //! `errno` as its source. Unit tests replace the kernel with a fake
 //! ([`fake::with`]) to check how each layer handles a refusal.
 //!
-//! - [`bpf`]: `bpf(2)` and the parts of `union bpf_attr` this crate uses.
-//! - [`perf`]: `perf_event_open(2)`, its ioctls, and reading a count.
+//! - [`bpf`]: `bpf(2)`, the parts of `union bpf_attr` this crate uses,
+//!   `struct bpf_insn`, and loading a program uprobe_multi links take.
+//! - [`perf`]: `perf_event_open(2)` (a uprobe event of a file offset and
+//!   its semaphore), its ioctls, and reading a count.
 //! - [`mem`]: `mmap(2)` and `munmap(2)` of ring buffers.
 //! - [`process`]: `fork`, `pipe2`, `waitpid`, `kill`, `poll`, `read`,
 //!   `write` and `process_vm_readv`.

@@ -1,13 +1,17 @@
 //! The perf ABI, from perf-event-open-sys's bindings of the kernel's
 //! `linux/perf_event.h` (never hand-typed offsets, flag bits or ioctl
-//! numbers): event attributes, opening an event, the ioctls this crate
-//! uses, and reading an event's count.
+//! numbers): event attributes, opening an event (a uprobe event typed:
+//! [`open_uprobe`]), the ioctls this crate uses, and reading an event's
+//! count.
 
+use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use perf_event_open_sys as sys;
 use sys::bindings;
+
+use usdt_runtime::KernelFeatures;
 
 use super::{syscall, Syscall, SyscallError};
 
@@ -62,6 +66,52 @@ pub(crate) unsafe fn open(
     };
     // SAFETY: the kernel just returned this new descriptor; we own it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// One uprobe: the file as the kernel takes it, the file offset of the
+/// instruction, and the semaphore's file offset.
+#[derive(Debug)]
+pub(crate) struct Uprobe<'a> {
+    pub(crate) path: &'a CStr,
+    pub(crate) offset: u64,
+    pub(crate) ref_ctr_offset: Option<u64>,
+}
+
+/// Opens one uprobe perf event on the uprobe PMU of `features`, for `pid`
+/// (-1: every process, on `cpu`), in the group led by `group` (-1: none),
+/// with the semaphore's offset where the kernel maintains semaphores;
+/// `customize` adjusts the attributes (sampling, inheritance) before the
+/// call.
+pub(crate) fn open_uprobe(
+    features: &KernelFeatures,
+    uprobe: &Uprobe<'_>,
+    pid: i32,
+    cpu: i32,
+    group: i32,
+    customize: impl FnOnce(&mut Attr),
+) -> Result<OwnedFd, SyscallError> {
+    let pmu = features
+        .uprobe_pmu_type
+        .ok_or_else(|| SyscallError::from_errno("perf_event_open", libc::ENODEV))?;
+    let shift = features.ref_ctr_offset_shift.unwrap_or(32);
+    let ref_ctr = match uprobe.ref_ctr_offset {
+        Some(off) if features.kernel_semaphores => {
+            // The field holds the bits from `shift` up to 63.
+            if shift >= 64 || off.checked_shl(shift.into()).map(|v| v >> shift) != Some(off) {
+                return Err(SyscallError::from_errno("perf_event_open", libc::EOVERFLOW));
+            }
+            off << shift
+        }
+        _ => 0,
+    };
+    let mut attr = attr(pmu);
+    attr.config = ref_ctr;
+    // The uprobe PMU's config1 is the path, config2 the file offset.
+    attr.config1 = uprobe.path.as_ptr() as u64;
+    attr.config2 = uprobe.offset;
+    customize(&mut attr);
+    // SAFETY: the path `config1` points to lives until the call returns.
+    unsafe { open(&attr, pid, cpu, group) }
 }
 
 /// The perf event ioctls this crate uses.

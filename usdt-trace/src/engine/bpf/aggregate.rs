@@ -13,7 +13,8 @@
 //!
 //! The maps:
 //!
-//! - `stats`, a per-CPU array of one value of [`STATS_SLOTS`] u64: the log2
+//! - `stats`, a per-CPU array of one value of [`STATS_SLOTS`] u64 in the
+//!   layout of the engine interface (`engine/aggregating.rs`): the log2
 //!   buckets (slot 0 holds 0, slot `b` holds `[2^(b-1), 2^b)`), then the
 //!   count, sum and maximum, and the hits that could not be aggregated
 //!   (an end without its start, a start or value lost to a full map, a
@@ -28,33 +29,20 @@ use super::asm::{
     lsh64_imm, mov64_imm, mov64_reg, rsh64_imm, store, store32, sub64_reg, Asm, Cmp, Insn, Label,
     Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9,
 };
+use crate::elf::arg::{Operand, RegWidth};
+use crate::engine::aggregating::{
+    Role, COUNT, LOST, MAX, NEGATIVE, STRING_KEY, SUM, UNMATCHED, UNREADABLE,
+};
 use crate::sys::bpf::helper::{
     GET_ATTACH_COOKIE, GET_CURRENT_PID_TGID, KTIME_GET_NS, MAP_DELETE_ELEM, MAP_LOOKUP_ELEM,
     MAP_UPDATE_ELEM, PROBE_READ_USER, PROBE_READ_USER_STR,
 };
 use crate::sys::bpf::BPF_NOEXIST;
-
-pub(crate) use super::aggregator::{Aggregator, Kind};
+use crate::{Error, Site};
 
 /// The u64 slots of the `stats` value (a power of two, so that a bucket
 /// index masked with `STATS_SLOTS - 1` is in bounds for the verifier).
 pub(crate) const STATS_SLOTS: usize = 128;
-/// The log2 buckets: 0, then `[2^(b-1), 2^b)` for `b` in 1..=64.
-pub(crate) const BUCKETS: usize = 65;
-/// Slots after the buckets.
-pub(crate) const COUNT: usize = 65;
-pub(crate) const SUM: usize = 66;
-pub(crate) const MAX: usize = 67;
-/// Ends without a start.
-pub(crate) const UNMATCHED: usize = 68;
-/// Starts (or values to count) lost to a full map.
-pub(crate) const LOST: usize = 69;
-/// Negative values of a signed argument (a histogram holds magnitudes).
-pub(crate) const NEGATIVE: usize = 70;
-/// Hits whose argument could not be read.
-pub(crate) const UNREADABLE: usize = 71;
-/// The bytes of a string key: longer strings are cut.
-pub(crate) const STRING_KEY: usize = 64;
 /// The entries of the `starts` and `values` maps.
 pub(crate) const MAP_ENTRIES: u32 = 65_536;
 
@@ -70,19 +58,6 @@ const KEY_AT: i16 = -32;
 const VALUE_AT: i16 = -40;
 /// A string key of `values`.
 const STRING_AT: i16 = -40 - STRING_KEY as i16;
-
-/// What a site's hit does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// Stores the time under its key.
-    Start,
-    /// Finds its key's start: the time since goes to the histogram.
-    End,
-    /// Its argument goes to the histogram.
-    Record,
-    /// Its argument's value is counted.
-    Count,
-}
 
 /// Where an argument's value is at the hit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -430,9 +405,72 @@ fn count_key(a: &mut Asm, maps: &Maps, at: i16, done: Label) {
     stat_add(a, maps, LOST, done);
 }
 
+/// How the program reads operand `i` of `site` (a pointer, with `string`).
+pub(crate) fn arg_read(site: &Site, i: usize, string: bool) -> Result<Read, Error> {
+    let probe = site.probe();
+    let arg = site.args.get(i).ok_or_else(|| Error::NoSuchArg {
+        probe: probe.clone(),
+        arg: i,
+        args: site.args.len(),
+    })?;
+    let unsupported = |what: &str| {
+        Error::Unsupported(format!(
+            "cannot aggregate arg{i} of {probe} ({}) in the kernel: it {what}",
+            site.args_text.split_whitespace().nth(i).unwrap_or("?")
+        ))
+    };
+    if arg.float {
+        return Err(unsupported("is a floating-point value"));
+    }
+    // The `pt_regs` slot of a register, by the table of its file's
+    // machine, which must be this one.
+    let arch = crate::engine::site_arch(site)?;
+    let pt = |r: &crate::elf::arg::Reg| {
+        arch.pt_slot(r.reg)
+            .ok_or_else(|| unsupported("is in a register BPF cannot read"))
+    };
+    let small = |v: i64| i32::try_from(v).map_err(|_| unsupported("has a displacement past 2 GiB"));
+    let source = match &arg.operand {
+        Operand::Immediate(v) => Source::Immediate(small(*v)?),
+        Operand::Register(r) => Source::Register {
+            pt: pt(r)?,
+            high8: r.width == RegWidth::High8,
+        },
+        Operand::Memory { base, disp } => Source::Memory {
+            base: Some(pt(base)?),
+            index: None,
+            scale: 1,
+            disp: small(*disp)?,
+        },
+        Operand::Indexed {
+            base,
+            index,
+            scale,
+            disp,
+        } => Source::Memory {
+            base: base.as_ref().map(pt).transpose()?,
+            index: Some(pt(index)?),
+            scale: *scale,
+            disp: small(*disp)?,
+        },
+        _ => {
+            return Err(unsupported(
+                "is addressed by a symbol; `usdt trace` reads it",
+            ))
+        }
+    };
+    Ok(Read {
+        source,
+        size: if arg.size == 0 { 8 } else { arg.size.min(8) },
+        signed: arg.signed,
+        string,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::aggregating::BUCKETS;
 
     const MAPS: Maps = Maps {
         stats: 3,

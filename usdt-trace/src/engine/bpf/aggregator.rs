@@ -1,33 +1,24 @@
 //! The maps of one aggregation in the kernel and the uprobe_multi links
-//! whose programs (`aggregate.rs`) fill them; reading them back.
+//! whose programs (`aggregate.rs`) fill them; reading them back: the BPF
+//! engine's [`Aggregating`].
 
+use std::collections::HashSet;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use super::aggregate::{
-    aggregate_program, AggSite, Maps, Variant, MAP_ENTRIES, MAX, STATS_SLOTS, STRING_KEY,
+    aggregate_program, arg_read, AggSite, Maps, Read, Variant, MAP_ENTRIES, STATS_SLOTS,
 };
-use super::counter::link_sites;
+use super::counter::{link_sites, MultiSite};
 use super::program::load_program;
 use super::BpfError;
-use crate::engine::Target;
+use crate::engine::aggregating::{AggregateSite, Aggregating, Kind, RawCounts, MAX, STRING_KEY};
+use crate::engine::{AttachPoint, Target};
 use crate::sys::bpf::{
     bpf, bpf_fd, object_name, MapCreateAttr, MapElemAttr, BPF_MAP_CREATE, BPF_MAP_GET_NEXT_KEY,
     BPF_MAP_LOOKUP_ELEM, BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_PERCPU_ARRAY,
 };
-
-/// What an aggregation keeps, which decides its maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// Start times by key, and a histogram of the time to the end.
-    Latency,
-    /// A histogram of values.
-    Histogram,
-    /// Counts per integer value.
-    CountInts,
-    /// Counts per string.
-    CountStrings,
-}
+use crate::{Error, KernelFeatures};
 
 /// One uprobe_multi link and its program.
 #[derive(Debug)]
@@ -49,10 +40,6 @@ pub(crate) struct Aggregator {
     kind: Kind,
     cpus: usize,
 }
-
-/// The raw per-value counts of an aggregation: each key's bytes and its
-/// count.
-pub(crate) type RawCounts = Vec<(Vec<u8>, u64)>;
 
 fn create_map(
     map_type: u32,
@@ -123,12 +110,7 @@ impl Aggregator {
     /// Attaches `sites` of the file at `path` with one link and a program
     /// for their variants, aggregating the hits of `target`. Attaching no
     /// sites does nothing.
-    pub(crate) fn attach(
-        &mut self,
-        path: &Path,
-        sites: &[AggSite],
-        target: Target,
-    ) -> Result<(), BpfError> {
+    fn link(&mut self, path: &Path, sites: &[AggSite], target: Target) -> Result<(), BpfError> {
         if sites.is_empty() {
             return Ok(());
         }
@@ -162,9 +144,42 @@ impl Aggregator {
         });
         Ok(())
     }
+}
+
+impl Aggregating for Aggregator {
+    /// One link for the sites of the file, one uprobe per address, with a
+    /// program that reads each site's argument as its operand says.
+    fn attach(
+        &mut self,
+        path: &Path,
+        sites: &[AggregateSite<'_>],
+        point: AttachPoint,
+        features: &KernelFeatures,
+        target: Target,
+    ) -> Result<usize, Error> {
+        let mut seen = HashSet::new();
+        let mut agg = vec![];
+        for s in sites {
+            let read = match s.arg {
+                None => Read::THREAD,
+                Some(i) => arg_read(s.site, i, s.string)?,
+            };
+            let m = MultiSite::at(s.site, point, features, path, 0, target)?;
+            // Duplicate notes of one site: one uprobe per address.
+            if seen.insert(m.offset) {
+                agg.push(AggSite {
+                    offset: m.offset,
+                    ref_ctr_offset: m.ref_ctr_offset,
+                    variant: Variant { role: s.role, read },
+                });
+            }
+        }
+        self.link(path, &agg, target)?;
+        Ok(agg.len())
+    }
 
     /// The `stats` slots summed over every CPU (the maximum: the largest).
-    pub(crate) fn stats(&self) -> Result<Vec<u64>, BpfError> {
+    fn stats(&self) -> Result<Vec<u64>, Error> {
         let mut values = vec![0u64; STATS_SLOTS * self.cpus];
         let key = 0u32;
         lookup(
@@ -187,7 +202,7 @@ impl Aggregator {
     }
 
     /// Every counted value's key bytes and count (none for other kinds).
-    pub(crate) fn values(&self) -> Result<RawCounts, BpfError> {
+    fn values(&self) -> Result<RawCounts, Error> {
         let Some(map) = &self.values else {
             return Ok(vec![]);
         };
@@ -210,7 +225,7 @@ impl Aggregator {
             match unsafe { bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) } {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
-                Err(e) => return Err(BpfError::from_os("reading the counted values", e)),
+                Err(e) => return Err(BpfError::from_os("reading the counted values", e).into()),
             }
             let mut count = [0u64; 1];
             match lookup(map.as_fd(), &next, &mut count, "reading a count") {
@@ -218,7 +233,7 @@ impl Aggregator {
                 // Removed meanwhile: none are, but a race must not fail.
                 Err(BpfError::Syscall { source, .. })
                     if source.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
             key = Some(next);
         }

@@ -1,21 +1,10 @@
-//! A tiny encoder for the BPF instructions the counting and sampling
-//! programs use (`struct bpf_insn` and the opcode bits of the kernel's
-//! `include/uapi/linux/bpf_common.h` and `bpf.h`), and [`Asm`], which
+//! A tiny encoder for the BPF instructions the counting, sampling and
+//! aggregating programs use (the opcode bits of the kernel's
+//! `include/uapi/linux/bpf_common.h` and `bpf.h`, into an [`Insn`], the
+//! `struct bpf_insn` of the bpf(2) ABI in `sys`), and [`Asm`], which
 //! resolves forward jumps to labels.
 
-/// One instruction: opcode, destination and source registers, offset and
-/// immediate, as `struct bpf_insn` lays them out.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Insn {
-    code: u8,
-    /// Destination register in the low 4 bits, source in the high 4.
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
-const _: () = assert!(std::mem::size_of::<Insn>() == 8);
+pub(crate) use crate::sys::bpf::Insn;
 
 /// A register, `r0` to `r10`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,12 +67,7 @@ const BPF_EXIT: u8 = 0x90;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 
 fn insn(code: u8, dst: Reg, src: Reg, off: i16, imm: i32) -> Insn {
-    Insn {
-        code,
-        regs: dst.0 | (src.0 << 4),
-        off,
-        imm,
-    }
+    Insn::new(code, dst.0 | (src.0 << 4), off, imm)
 }
 
 /// `dst = imm` (64-bit).
@@ -295,6 +279,14 @@ mod tests {
         b[2..4].copy_from_slice(&i.off.to_le_bytes());
         b[4..].copy_from_slice(&i.imm.to_le_bytes());
         b
+    }
+
+    /// The smallest program the kernel facts load, spelled in `sys` as
+    /// bare opcodes, is the encoder's `r0 = 0; exit`.
+    #[test]
+    fn the_return_zero_program_is_the_encoders() {
+        use crate::sys::bpf::RETURN_ZERO;
+        assert_eq!(RETURN_ZERO, [mov64_imm(R0, 0), exit()]);
     }
 
     /// Encodings as `llvm-objdump -d` prints them for clang's BPF target

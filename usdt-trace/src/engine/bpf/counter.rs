@@ -5,8 +5,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use super::program::{create_counter_map, load_count_program};
-use super::support::{uprobe_multi_support, UprobeMulti};
 use super::BpfError;
+use super::{uprobe_multi_support, UprobeMulti};
 use crate::engine::{path_cstring, Uprobe};
 use crate::sys::bpf::{bpf, bpf_fd, LinkCreateAttr, MapElemAttr};
 use crate::sys::bpf::{BPF_LINK_CREATE, BPF_MAP_LOOKUP_ELEM, BPF_TRACE_UPROBE_MULTI};

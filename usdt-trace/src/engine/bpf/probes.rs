@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{MultiCounter, MultiSite};
-use crate::engine::Counting;
+use crate::engine::{Counting, EngineKind};
 use crate::{AttachPoint, Error, Site, Target};
 
 /// Counts per probe, every site of a probe adding to one counter.
@@ -94,7 +94,7 @@ impl Counting for ProbeCounter {
         ProbeCounter::probe_counts(self)
     }
 
-    fn is_bpf(&self) -> bool {
-        true
+    fn kind(&self) -> EngineKind {
+        EngineKind::Bpf
     }
 }

@@ -8,18 +8,12 @@ use super::asm::{
     R0, R1, R10, R2,
 };
 use super::BpfError;
-use crate::sys::bpf::{bpf_fd, object_name, ProgLoadAttr, BPF_PROG_LOAD, BPF_PROG_TYPE_KPROBE};
-use crate::sys::bpf::{
-    MapCreateAttr, BPF_MAP_CREATE, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_TRACE_UPROBE_MULTI,
-};
-use crate::sys::SyscallError;
+use crate::sys::bpf::{bpf_fd, load_kprobe_program, object_name, BPF_TRACE_UPROBE_MULTI};
+use crate::sys::bpf::{MapCreateAttr, BPF_MAP_CREATE, BPF_MAP_TYPE_PERCPU_ARRAY};
 
 use crate::sys::bpf::helper::{
     GET_ATTACH_COOKIE as BPF_FUNC_GET_ATTACH_COOKIE, MAP_LOOKUP_ELEM as BPF_FUNC_MAP_LOOKUP_ELEM,
 };
-
-/// The license the kernel is told; GPL-compatible, as some helpers require.
-const LICENSE: &[u8] = b"Dual MIT/GPL\0";
 
 /// The program for the counter map `map` (12 instructions):
 ///
@@ -55,11 +49,6 @@ pub(crate) fn count_program(map: i32) -> Vec<Insn> {
     p
 }
 
-/// The program that does nothing: `r0 = 0; exit`.
-pub(crate) fn empty_program() -> [Insn; 2] {
-    [mov64_imm(R0, 0), exit()]
-}
-
 /// Creates the per-CPU array of `slots` 8-byte counters.
 pub(crate) fn create_counter_map(slots: u32) -> Result<OwnedFd, BpfError> {
     let mut attr = MapCreateAttr {
@@ -89,12 +78,12 @@ pub(crate) fn load_program_for(
     name: &str,
     expected_attach_type: u32,
 ) -> Result<OwnedFd, BpfError> {
-    match load(insns, name, expected_attach_type, None) {
+    match load_kprobe_program(insns, name, expected_attach_type, None) {
         Err(e)
             if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EINVAL) =>
         {
             let mut log = vec![0u8; 1 << 20];
-            match load(insns, name, expected_attach_type, Some(&mut log)) {
+            match load_kprobe_program(insns, name, expected_attach_type, Some(&mut log)) {
                 Ok(fd) => Ok(fd),
                 Err(e2) => {
                     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
@@ -115,33 +104,6 @@ pub(crate) fn load_program_for(
         }
         r => r.map_err(|e| BpfError::from_os(&format!("loading the program {name}"), e)),
     }
-}
-
-fn load(
-    insns: &[Insn],
-    name: &str,
-    expected_attach_type: u32,
-    log: Option<&mut [u8]>,
-) -> Result<OwnedFd, SyscallError> {
-    let (log_level, log_size, log_buf) = match log {
-        Some(buf) => (1, buf.len() as u32, buf.as_mut_ptr() as u64),
-        None => (0, 0, 0),
-    };
-    let mut attr = ProgLoadAttr {
-        prog_type: BPF_PROG_TYPE_KPROBE,
-        insn_cnt: insns.len() as u32,
-        insns: insns.as_ptr() as u64,
-        license: LICENSE.as_ptr() as u64,
-        log_level,
-        log_size,
-        log_buf,
-        prog_name: object_name(name),
-        expected_attach_type,
-        ..ProgLoadAttr::default()
-    };
-    // SAFETY: the instructions, the license and the log buffer outlive the
-    // call, and the log's size is its length.
-    unsafe { bpf_fd(BPF_PROG_LOAD, &mut attr) }
 }
 
 /// Loads the counting program for `map`.

@@ -25,6 +25,8 @@
 //!      i32 result of reading the string or bytes they point at
 //!   …  the strings and byte slices, 264 bytes each, as many as a site of
 //!      the link needs
+//!   …  with a stack copy (for unwinding): u64 bytes copied, then the
+//!      stack from the stack pointer up
 //! ```
 //!
 //! A link whose sites read no memory writes 192 bytes per hit.
@@ -44,7 +46,7 @@ use super::program::{create_counter_map, load_program};
 use super::ringbuf::RingBuf;
 use super::BpfError;
 use crate::arch::Arch;
-use crate::engine::{site_arch, Engine, SampleSite};
+use crate::engine::{site_arch, Engine, EngineKind, SampleSite};
 use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::bpf::{bpf, bpf_fd, MapCreateAttr, MapElemAttr};
 use crate::sys::bpf::{
@@ -60,7 +62,7 @@ pub(crate) const SLOT: usize = 32;
 pub(crate) const DEREF: usize = 264;
 /// How many bytes of a string are read, its NUL included: one more than
 /// the longest kept, so that a longer one shows as cut.
-pub(crate) const STRING_READ: i32 = crate::sample::value::STRING_MAX as i32 + 2;
+pub(crate) const STRING_READ: i32 = crate::raw::STRING_MAX as i32 + 2;
 
 /// One site to sample: its uprobe, semaphore, cookie and what its arguments
 /// read.
@@ -73,13 +75,28 @@ pub(crate) struct SampledSite {
 }
 
 /// The layout of the records of one link: how many `struct pt_regs`
-/// registers, argument slots and string rooms they have.
+/// registers, argument slots and string rooms they have, and the stack
+/// copy they end with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Layout {
     pub(crate) regs: usize,
     pub(crate) slots: usize,
     pub(crate) derefs: usize,
+    pub(crate) stack: Option<StackCopy>,
 }
+
+/// A copy of the stack at each hit: how many bytes from the stack pointer
+/// up, and which `struct pt_regs` slot holds the stack pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StackCopy {
+    pub(crate) bytes: usize,
+    pub(crate) sp_slot: u8,
+}
+
+/// Where the stack ends within the bytes a [`StackCopy`] asks for, the
+/// copy falls back on chunks of this many bytes, keeping those below the
+/// first that cannot be read.
+const STACK_CHUNK: usize = 512;
 
 impl Layout {
     /// The layout that `sites` need, with `regs` registers.
@@ -98,6 +115,7 @@ impl Layout {
                 .map(|f| usize::from(f.deref_slot) + 1)
                 .max()
                 .unwrap_or(0),
+            stack: None,
         });
         let none = Layout {
             regs,
@@ -107,6 +125,7 @@ impl Layout {
             regs,
             slots: a.slots.max(b.slots).min(ARGS),
             derefs: a.derefs.max(b.derefs).min(ARGS),
+            stack: None,
         })
     }
 
@@ -125,9 +144,14 @@ impl Layout {
         self.slot_at(self.slots)
     }
 
+    /// Where the stack copy starts (its size first).
+    pub(crate) fn stack_at(&self) -> usize {
+        self.deref_at() + self.derefs * DEREF
+    }
+
     /// The size of a record.
     pub(crate) fn size(&self) -> usize {
-        self.deref_at() + self.derefs * DEREF
+        self.stack_at() + self.stack.map_or(0, |s| 8 + s.bytes)
     }
 }
 
@@ -206,6 +230,9 @@ pub(crate) fn sampling_program(
             store(Size::DW, R7, REGS_AT as i16 + i * 8, R1),
         ]);
     }
+    if let Some(stack) = layout.stack {
+        copy_stack(&mut a, layout.stack_at(), stack);
+    }
     if layout.slots > 0 {
         // The site's descriptor row: key = cookie - first_cookie.
         a.push([mov64_reg(R1, R9)]);
@@ -236,6 +263,42 @@ pub(crate) fn sampling_program(
     a.bind(done);
     a.push([mov64_imm(R0, 0), exit()]);
     a.finish()
+}
+
+/// The code that copies the stack from the stack pointer (in the copied
+/// registers) up, after the u64 that says how many bytes it copied: all
+/// of them in one read, else (the stack ends within them) chunk after
+/// chunk of [`STACK_CHUNK`] bytes until one cannot be read.
+fn copy_stack(a: &mut Asm, at: usize, stack: StackCopy) {
+    let sp = (REGS_AT + usize::from(stack.sp_slot) * 8) as i16;
+    let data = (at + 8) as i32;
+    let done = a.label();
+    let chunks = a.label();
+    let read = |a: &mut Asm, from: usize, len: usize| {
+        a.push([
+            load(Size::DW, R3, R7, sp),
+            add64_imm(R3, from as i32),
+            mov64_reg(R1, R7),
+            add64_imm(R1, data + from as i32),
+            mov64_imm(R2, len as i32),
+            call(PROBE_READ_USER),
+        ]);
+    };
+    let copied = |a: &mut Asm, n: usize| {
+        a.push([mov64_imm(R1, n as i32), store(Size::DW, R7, at as i16, R1)]);
+    };
+    read(a, 0, stack.bytes);
+    a.jump_if(R0, Cmp::Ne, 0, chunks);
+    copied(a, stack.bytes);
+    a.jump(done);
+    a.bind(chunks);
+    copied(a, 0);
+    for k in 0..stack.bytes / STACK_CHUNK {
+        read(a, k * STACK_CHUNK, STACK_CHUNK);
+        a.jump_if(R0, Cmp::Ne, 0, done);
+        copied(a, (k + 1) * STACK_CHUNK);
+    }
+    a.bind(done);
 }
 
 /// The code for argument `i`: its address from the copied registers, its
@@ -311,7 +374,7 @@ fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
         a.jump(read);
         a.bind(bytes);
         a.push([
-            mov64_imm(R2, crate::sample::value::BYTES_FETCH as i32),
+            mov64_imm(R2, crate::raw::BYTES_FETCH as i32),
             call(PROBE_READ_USER),
         ]);
         a.bind(read);
@@ -353,6 +416,12 @@ fn raw_hit<'a>(sites: &HashMap<u64, SiteRecords>, record: &'a [u8]) -> Option<Ra
         .take(site.layout.slots)
         .map(|(i, f)| fetched(record, &site.layout, i, f))
         .collect();
+    if let Some(stack) = site.layout.stack {
+        let at = site.layout.stack_at();
+        let mut copy = Fields(record.get(at..)?);
+        let n = usize::try_from(copy.u64()?).ok()?.min(stack.bytes);
+        raw.stack = copy.take(n)?;
+    }
     Some(raw)
 }
 
@@ -382,7 +451,7 @@ fn fetched<'a>(record: &'a [u8], layout: &Layout, i: usize, f: &ArgFetch) -> Fet
             .ok()
             .and_then(|len| record.get(room_at..room_at + len));
     } else if f.kind & FETCH_BYTES != 0 && read == 0 {
-        out.pointed = record.get(room_at..room_at + crate::sample::value::BYTES_FETCH);
+        out.pointed = record.get(room_at..room_at + crate::raw::BYTES_FETCH);
     }
     out
 }
@@ -409,6 +478,8 @@ pub(crate) struct BpfSampling {
     cpus: usize,
     /// What each site's records hold, by cookie.
     sites: HashMap<u64, SiteRecords>,
+    /// The stack each record copies (0: none).
+    stack_bytes: usize,
 }
 
 /// What the records of one site hold.
@@ -421,8 +492,9 @@ struct SiteRecords {
 }
 
 impl BpfSampling {
-    /// A ring of `bytes` (rounded up to a power of two of at least a page).
-    pub(crate) fn new(bytes: u64) -> Result<BpfSampling, BpfError> {
+    /// A ring of `bytes` (rounded up to a power of two of at least a page);
+    /// each record copies `stack_bytes` of the stack (0: none).
+    pub(crate) fn new(bytes: u64, stack_bytes: u32) -> Result<BpfSampling, BpfError> {
         let cpus = crate::cpus::possible_cpus().map_err(BpfError::Cpus)?;
         let size = bytes.max(usdt_runtime::page_size()).next_power_of_two();
         let size32 = u32::try_from(size).map_err(|_| BpfError::RingTooLarge { bytes: size })?;
@@ -444,6 +516,7 @@ impl BpfSampling {
             lost: create_counter_map(1)?,
             cpus,
             sites: HashMap::new(),
+            stack_bytes: stack_bytes as usize & !7,
         })
     }
 
@@ -461,7 +534,14 @@ impl BpfSampling {
         let Some(first) = sites.first() else {
             return Ok(());
         };
-        let layout = Layout::of(arch.pt_regs, sites);
+        let mut layout = Layout::of(arch.pt_regs, sites);
+        layout.stack = arch
+            .pt_slot(arch.sp)
+            .filter(|_| self.stack_bytes > 0)
+            .map(|sp_slot| StackCopy {
+                bytes: self.stack_bytes,
+                sp_slot,
+            });
         let descriptors = self.descriptors(sites)?;
         let maps = Maps {
             ring: self.ring_map.as_raw_fd(),
@@ -575,8 +655,8 @@ impl Engine for BpfSampling {
         vec![self.ring_map.as_raw_fd()]
     }
 
-    fn is_bpf(&self) -> bool {
-        true
+    fn kind(&self) -> EngineKind {
+        EngineKind::Bpf
     }
 
     fn ring_bytes(&self) -> u64 {
@@ -612,11 +692,26 @@ mod tests {
             regs: x86,
             slots: ARGS,
             derefs: 2,
+            stack: None,
         };
         assert_eq!(all.deref_at(), 576);
         assert_eq!(all.size(), 576 + 528);
+        let stack = StackCopy {
+            bytes: 8192,
+            sp_slot: 19,
+        };
+        let copied = Layout {
+            stack: Some(stack),
+            ..all
+        };
+        assert_eq!(copied.stack_at(), 576 + 528);
+        assert_eq!(copied.size(), 576 + 528 + 8 + 8192);
+        assert_eq!(
+            Machine::X86_64.arch().pt_slot(crate::Reg64::Rsp),
+            Some(stack.sp_slot)
+        );
         const { assert!(STRING_READ as usize <= DEREF) };
-        const { assert!(crate::sample::value::BYTES_FETCH <= DEREF) };
+        const { assert!(crate::raw::BYTES_FETCH <= DEREF) };
         assert_eq!(ArgFetch::default().bytes()[2], NO_REG);
     }
 
@@ -692,11 +787,23 @@ mod tests {
             watermark: 1 << 20,
         };
         let regs = Machine::X86_64.arch().pt_regs;
-        for (slots, derefs) in [(0, 0), (3, 0), (1, 1), (ARGS, ARGS)] {
+        let stack = Some(StackCopy {
+            bytes: 8192,
+            sp_slot: 19,
+        });
+        for (slots, derefs, stack) in [
+            (0, 0, None),
+            (3, 0, None),
+            (1, 1, None),
+            (ARGS, ARGS, None),
+            (0, 0, stack),
+            (ARGS, ARGS, stack),
+        ] {
             let layout = Layout {
                 regs,
                 slots,
                 derefs,
+                stack,
             };
             let p = sampling_program(&maps, 7, layout).unwrap();
             assert_eq!(p.last(), Some(&exit()));

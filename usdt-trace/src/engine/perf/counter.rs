@@ -12,11 +12,13 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use super::{attach_error, open_uprobe_in};
+use super::attach_error;
 use crate::cpus::online_cpus;
 use crate::process::process_threads;
 use crate::elf::note::Site;
-use crate::engine::{features_for, path_cstring, AttachPoint, Counting, Target, Uprobe};
+use crate::engine::{
+    features_for, path_cstring, AttachPoint, Counting, EngineKind, Target, Uprobe,
+};
 use crate::sys::{perf, SyscallError};
 use crate::{Error, KernelFeatures};
 
@@ -253,7 +255,7 @@ impl PerfCounter {
         group: i32,
     ) -> Result<OwnedFd, SyscallError> {
         let inherit = self.inherit;
-        open_uprobe_in(&self.features, uprobe, target, cpu, group, |attr| {
+        perf::open_uprobe(&self.features, uprobe, target.pid(), cpu, group, |attr| {
             attr.set_disabled(1);
             attr.set_inherit(inherit.into());
         })
@@ -289,7 +291,7 @@ impl Counting for PerfCounter {
         PerfCounter::probe_counts(self)
     }
 
-    fn is_bpf(&self) -> bool {
-        false
+    fn kind(&self) -> EngineKind {
+        EngineKind::Perf
     }
 }

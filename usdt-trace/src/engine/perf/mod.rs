@@ -18,8 +18,8 @@ pub(crate) mod ring;
 pub(crate) mod sampling;
 pub(crate) mod tracefs;
 
-/// Opens one uprobe perf event; `customize` adjusts the attributes (sampling,
-/// inheritance) before the call.
+/// Opens one uprobe perf event for `target` (on `cpu`: -1 for any), in no
+/// group ([`sys::perf::open_uprobe`]).
 pub(crate) fn open_uprobe(
     features: &KernelFeatures,
     uprobe: &Uprobe<'_>,
@@ -27,40 +27,7 @@ pub(crate) fn open_uprobe(
     cpu: i32,
     customize: impl FnOnce(&mut sys::perf::Attr),
 ) -> Result<OwnedFd, SyscallError> {
-    open_uprobe_in(features, uprobe, target, cpu, -1, customize)
-}
-
-/// [`open_uprobe`] in the perf group led by `group` (-1: none).
-pub(crate) fn open_uprobe_in(
-    features: &KernelFeatures,
-    uprobe: &Uprobe<'_>,
-    target: Target,
-    cpu: i32,
-    group: i32,
-    customize: impl FnOnce(&mut sys::perf::Attr),
-) -> Result<OwnedFd, SyscallError> {
-    let pmu = features
-        .uprobe_pmu_type
-        .ok_or_else(|| SyscallError::from_errno("perf_event_open", libc::ENODEV))?;
-    let shift = features.ref_ctr_offset_shift.unwrap_or(32);
-    let ref_ctr = match uprobe.ref_ctr_offset {
-        Some(off) if features.kernel_semaphores => {
-            // The field holds the bits from `shift` up to 63.
-            if shift >= 64 || off.checked_shl(shift.into()).map(|v| v >> shift) != Some(off) {
-                return Err(SyscallError::from_errno("perf_event_open", libc::EOVERFLOW));
-            }
-            off << shift
-        }
-        _ => 0,
-    };
-    let mut attr = sys::perf::attr(pmu);
-    attr.config = ref_ctr;
-    // The uprobe PMU's config1 is the path, config2 the file offset.
-    attr.config1 = uprobe.path.as_ptr() as u64;
-    attr.config2 = uprobe.offset;
-    customize(&mut attr);
-    // SAFETY: the path `config1` points to lives until the call returns.
-    unsafe { perf_event_open_in(&attr, target, cpu, group) }
+    sys::perf::open_uprobe(features, uprobe, target.pid(), cpu, -1, customize)
 }
 
 /// `perf_event_open(attr, pid of target, cpu, no group, CLOEXEC)`.
@@ -74,25 +41,7 @@ pub(crate) unsafe fn perf_event_open(
     cpu: i32,
 ) -> Result<OwnedFd, SyscallError> {
     // SAFETY: the caller's contract.
-    unsafe { perf_event_open_in(attr, target, cpu, -1) }
-}
-
-/// [`perf_event_open`] in the group led by the event `group` (-1: none).
-///
-/// # Safety
-/// As for [`perf_event_open`].
-pub(crate) unsafe fn perf_event_open_in(
-    attr: &sys::perf::Attr,
-    target: Target,
-    cpu: i32,
-    group: i32,
-) -> Result<OwnedFd, SyscallError> {
-    let pid = match target {
-        Target::Pid(pid) => pid as libc::pid_t,
-        Target::AllProcesses => -1,
-    };
-    // SAFETY: the caller's contract.
-    unsafe { sys::perf::open(attr, pid, cpu, group) }
+    unsafe { sys::perf::open(attr, target.pid(), cpu, -1) }
 }
 
 /// The message for a failed `perf_event_open`.
@@ -111,5 +60,5 @@ pub(crate) fn attach_error(e: SyscallError, path: &Path, site: &Site, target: Ta
         Some(524) => AttachCause::InstructionRefused,
         _ => AttachCause::Syscall(e),
     };
-    AttachError::of(path, site, cause)
+    AttachError::of(path, site.probe(), site.location, cause)
 }

@@ -75,7 +75,7 @@ static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// The tracefs directory with `uprobe_events`, if any.
 fn root() -> Option<PathBuf> {
-    crate::caps::tracefs_root()
+    crate::facts::tracefs_root()
 }
 
 /// The fetch argument for an operand's value, without a type: `Some(None)`
@@ -133,7 +133,7 @@ fn definition(
         if is_bytes {
             out.push(format!(
                 "b{i}=+0({f}):x8[{}]",
-                crate::sample::value::BYTES_FETCH
+                crate::raw::BYTES_FETCH
             ));
         }
     }

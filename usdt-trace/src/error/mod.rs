@@ -1,17 +1,24 @@
 //! The error of this crate: every failure is a value with a plain
 //! sentence, never a panic. Each layer keeps its own detail: a failed
 //! system call is a [`SyscallError`] (the call and the kernel's answer), a
-//! BPF failure a [`BpfError`] (unsupported, the verifier's log), kept whole
-//! as the source.
+//! BPF failure a [`BpfError`] (unsupported, the verifier's log; `bpf.rs`),
+//! kept whole as the source.
+//!
+//! Every error is defined here, below the engines and the kernel facts
+//! that return them: they import from this module, never the reverse.
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::elf::sites::SiteRefusal;
-use crate::engine::bpf::BpfError;
 use crate::sys::SyscallError;
 use crate::SiteLayout;
+
+mod bpf;
+mod site;
+
+pub use bpf::BpfError;
+pub use site::SiteRefusal;
 
 /// What went wrong reading probes, attaching to them or counting them.
 #[derive(Debug)]
@@ -26,8 +33,10 @@ pub enum Error {
     },
     /// The bytes are not an ELF file.
     NotElf,
-    /// An ELF file of a kind this crate does not read (32-bit, big-endian, or
-    /// another machine than x86-64, aarch64 and riscv64).
+    /// Something this crate does not do: an ELF file of a kind it does not
+    /// read (32-bit, big-endian, or another machine than x86-64, aarch64
+    /// and riscv64), an argument an engine cannot read. What, as a
+    /// sentence ("32-bit ELF files are not supported").
     Unsupported(String),
     /// The ELF structure (headers, sections, segments) is malformed.
     Elf(String),
@@ -166,7 +175,7 @@ impl fmt::Display for Error {
             }
             Error::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
             Error::NotElf => f.write_str("the file is not an ELF file"),
-            Error::Unsupported(what) => write!(f, "{what} are not supported"),
+            Error::Unsupported(sentence) => f.write_str(sentence),
             Error::Elf(what) => write!(f, "the ELF file is malformed ({what})"),
             Error::BadNote { index, reason } => {
                 write!(f, "stapsdt note {index} is malformed: {reason}")
@@ -291,12 +300,18 @@ pub struct AttachError {
 }
 
 impl AttachError {
-    /// The error for `site` of the file at `path`.
-    pub(crate) fn of(path: &std::path::Path, site: &crate::Site, cause: AttachCause) -> Error {
+    /// The error for the site of `probe` (`provider:name`) at `location`
+    /// in the file at `path`.
+    pub(crate) fn of(
+        path: &std::path::Path,
+        probe: String,
+        location: u64,
+        cause: AttachCause,
+    ) -> Error {
         Error::Attach(Box::new(AttachError {
             path: path.into(),
-            probe: site.probe(),
-            location: site.location,
+            probe,
+            location,
             cause,
         }))
     }

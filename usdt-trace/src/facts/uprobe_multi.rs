@@ -1,15 +1,16 @@
 //! Whether this kernel has BPF uprobe_multi links, and what their process
-//! filter covers: asked of the kernel once per process.
+//! filter covers: asked of the kernel once per process, with the smallest
+//! program and links that the kernel refuses in telling ways (as libbpf's
+//! `probe_uprobe_multi_link` does).
 
 use std::ffi::CStr;
 use std::fmt;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{mpsc, OnceLock};
 
-use super::asm::{exit, mov64_imm, R0};
-use super::program::load_program;
-use super::BpfError;
+use crate::error::BpfError;
 use crate::sys::bpf::{bpf_fd, LinkCreateAttr, BPF_LINK_CREATE, BPF_TRACE_UPROBE_MULTI};
+use crate::sys::bpf::{load_uprobe_multi_program, RETURN_ZERO};
 
 /// What uprobe_multi links can do on this kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +28,12 @@ pub enum UprobeMulti {
 }
 
 impl UprobeMulti {
+    /// Whether the kernel has uprobe_multi links (whatever their process
+    /// filter covers).
+    pub fn present(&self) -> bool {
+        matches!(self, UprobeMulti::Process | UprobeMulti::ThreadOnly)
+    }
+
     /// Whether a uprobe_multi link can count every thread of one process.
     pub fn counts_processes(&self) -> bool {
         *self == UprobeMulti::Process
@@ -55,7 +62,8 @@ pub fn uprobe_multi_support() -> UprobeMulti {
 }
 
 fn ask_the_kernel() -> UprobeMulti {
-    let prog = match load_program(&[mov64_imm(R0, 0), exit()], "usdt_probe") {
+    let loaded = load_uprobe_multi_program(&RETURN_ZERO, "usdt_probe", None);
+    let prog = match loaded.map_err(|e| BpfError::from_os("loading the program usdt_probe", e)) {
         Ok(prog) => prog,
         Err(BpfError::Unsupported) => {
             return UprobeMulti::Absent(BpfError::Unsupported.to_string())

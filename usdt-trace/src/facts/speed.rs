@@ -17,21 +17,24 @@
 //! 4. the tracer checks that its counters saw exactly those hits.
 //!
 //! About 100 ms once per boot: the rates are kept in [`SPEED_TEST_CACHE`],
-//! keyed as the fork verdict is.
+//! keyed as the fork verdict is (the self-tests' one cache, `cache.rs`).
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::attach::{open_uprobe, Uprobe};
-use crate::selftest::{cache_key, read_cache_line, wait_with_timeout, write_cache_line};
+use super::cache::Cache;
+use super::scratch::{file_offset, wait_with_timeout};
+use crate::sys::perf::{open_uprobe, Uprobe};
 use crate::sys::process::{self, Forked};
-use crate::{KernelFeatures, SiteLayout, Target};
+use crate::SiteLayout;
 
 /// Where measured rates are kept across processes, one line per boot,
 /// kernel and layout: `BOOT RELEASE LAYOUT TRAP_M/S OPTIMIZED_M/S`.
 pub const SPEED_TEST_CACHE: &str = "/run/usdt/speed-test";
+
+const CACHE: Cache = Cache::new(SPEED_TEST_CACHE);
 
 /// How long each of the two sites is timed per turn, and how many turns.
 const TURN: Duration = Duration::from_millis(15);
@@ -103,11 +106,10 @@ extern "C" {
 pub fn speed_test() -> &'static Result<SpeedTest, String> {
     static ONCE: OnceLock<Result<SpeedTest, String>> = OnceLock::new();
     ONCE.get_or_init(|| {
-        let layout = KernelFeatures::detect()
+        let layout = super::kernel_features()
             .optimized_layout()
             .ok_or("this kernel optimizes no site layout")?;
-        let key = cache_key(layout);
-        if let Some(found) = key.as_deref().and_then(|k| read_cache(k, layout)) {
+        if let Some(found) = read_cache(layout) {
             return Ok(found);
         }
         let started = Instant::now();
@@ -119,15 +121,14 @@ pub fn speed_test() -> &'static Result<SpeedTest, String> {
             cached: false,
             took: Some(started.elapsed()),
         };
-        if let Some(key) = key {
-            write_cache_line(SPEED_TEST_CACHE, &key, &format!("{trap:.4} {optimized:.4}"));
-        }
+        CACHE.put(layout, &format!("{trap:.4} {optimized:.4}"));
         Ok(test)
     })
 }
 
-fn read_cache(key: &str, layout: SiteLayout) -> Option<SpeedTest> {
-    let line = read_cache_line(SPEED_TEST_CACHE, key)?;
+/// This boot's rates for `layout` from the cache, if it has them.
+fn read_cache(layout: SiteLayout) -> Option<SpeedTest> {
+    let line = CACHE.get(layout)?;
     let mut words = line.split(' ');
     let rate = |w: Option<&str>| w?.parse::<f64>().ok().filter(|r| r.is_finite() && *r > 0.0);
     let (trap, optimized) = (rate(words.next())?, rate(words.next())?);
@@ -183,8 +184,8 @@ fn live(
     layout: SiteLayout,
 ) -> Result<Report, String> {
     let (trap_addr, long_nop) = (trap as usize as u64, site as usize as u64 + 1);
-    let (trap_path, trap_offset) = crate::selftest::file_offset(trap_addr)?;
-    let (path, offset) = crate::selftest::file_offset(long_nop)?;
+    let (trap_path, trap_offset) = file_offset(trap_addr)?;
+    let (path, offset) = file_offset(long_nop)?;
     let nul = |p: String| CString::new(p).map_err(|_| "a path with a NUL byte".to_string());
     let (trap_path, path) = (nul(trap_path)?, nul(path)?);
     let [go_read, go_write, report_read, report_write] = pipes()?;
@@ -204,14 +205,14 @@ fn live(
         }
     };
     drop((go_read, report_write));
-    let features = KernelFeatures::detect();
+    let features = super::kernel_features();
     let open = |path, offset| {
         let uprobe = Uprobe {
             path,
             offset,
             ref_ctr_offset: None,
         };
-        open_uprobe(&features, &uprobe, Target::Pid(pid as u32), -1, |_| {})
+        open_uprobe(&features, &uprobe, pid, -1, -1, |_| {})
     };
     let events = open(&trap_path, trap_offset).and_then(|t| Ok((t, open(&path, offset)?)));
     let wrote = match &events {

@@ -15,24 +15,26 @@
 //! 4. the child reports how its child ended in its exit code.
 //!
 //! It costs a fork, a uprobe and a few milliseconds, so the verdict is kept
-//! in [`FORK_TEST_CACHE`] keyed by boot id, kernel release and site layout: a tracer
-//! pays it once per boot (when it may write there, as root; otherwise once
-//! per process).
+//! in [`FORK_TEST_CACHE`] keyed by boot id, kernel release and site layout
+//! (the self-tests' one cache, `cache.rs`): a tracer pays it once per boot
+//! (when it may write there, as root; otherwise once per process).
 
 use std::ffi::CString;
-use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::attach::{open_uprobe, Uprobe};
+use super::cache::Cache;
+use super::scratch::{file_offset, wait_with_timeout};
+use crate::sys::perf::{open_uprobe, Uprobe};
 use crate::sys::process::{self, Forked};
-use crate::{read_maps, KernelFeatures, OptimizedFork, SiteLayout, Target};
+use crate::{KernelFeatures, OptimizedFork, SiteLayout};
 
 /// Where verdicts are kept across processes, one line per boot, kernel and
 /// layout.
 pub const FORK_TEST_CACHE: &str = "/run/usdt/fork-test";
+
+const CACHE: Cache = Cache::new(FORK_TEST_CACHE);
 
 /// The verdict of the fork self-test, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,7 +88,7 @@ extern "C" {
 pub fn tracer_features() -> KernelFeatures {
     KernelFeatures {
         optimized_fork: fork_test().verdict,
-        ..KernelFeatures::detect()
+        ..super::kernel_features()
     }
 }
 
@@ -95,7 +97,7 @@ pub fn tracer_features() -> KernelFeatures {
 pub fn fork_test() -> &'static ForkTest {
     static ONCE: OnceLock<ForkTest> = OnceLock::new();
     ONCE.get_or_init(|| {
-        let Some(layout) = KernelFeatures::detect().optimized_layout() else {
+        let Some(layout) = super::kernel_features().optimized_layout() else {
             return ForkTest {
                 layout: None,
                 verdict: OptimizedFork::Untested,
@@ -104,8 +106,7 @@ pub fn fork_test() -> &'static ForkTest {
                 took: None,
             };
         };
-        let key = cache_key(layout);
-        if let Some(found) = key.as_deref().and_then(read_cache) {
+        if let Some(found) = read_cache(layout) {
             return found;
         }
         let started = Instant::now();
@@ -117,24 +118,16 @@ pub fn fork_test() -> &'static ForkTest {
             cached: false,
             took: Some(started.elapsed()),
         };
-        if let (Some(key), false) = (key, verdict == OptimizedFork::Untested) {
-            write_cache(&key, &test);
+        if verdict != OptimizedFork::Untested {
+            write_cache(layout, &test);
         }
         test
     })
 }
 
-/// `BOOT_ID RELEASE LAYOUT`, if the boot id and release can be read.
-pub(crate) fn cache_key(layout: SiteLayout) -> Option<String> {
-    let boot = read_small("/proc/sys/kernel/random/boot_id")?;
-    let release = read_small("/proc/sys/kernel/osrelease")?;
-    let word = |s: String| s.trim().replace(char::is_whitespace, "_");
-    Some(format!("{} {} {layout}", word(boot), word(release)))
-}
-
-/// The verdict for `key` from the cache file, if it has one.
-fn read_cache(key: &str) -> Option<ForkTest> {
-    let rest = read_cache_line(FORK_TEST_CACHE, key)?;
+/// This boot's verdict for `layout` from the cache, if it has one.
+fn read_cache(layout: SiteLayout) -> Option<ForkTest> {
+    let rest = CACHE.get(layout)?;
     let mut rest = rest.splitn(2, ' ');
     let verdict = match rest.next()? {
         "survives" => OptimizedFork::ChildSurvives,
@@ -142,7 +135,7 @@ fn read_cache(key: &str) -> Option<ForkTest> {
         _ => return None,
     };
     Some(ForkTest {
-        layout: key.rsplit(' ').next().and_then(layout_named),
+        layout: Some(layout),
         verdict,
         why: rest.next().unwrap_or("").to_string(),
         cached: true,
@@ -150,81 +143,13 @@ fn read_cache(key: &str) -> Option<ForkTest> {
     })
 }
 
-/// What follows `key` on its line of the cache file `file`, if any.
-pub(crate) fn read_cache_line(file: &str, key: &str) -> Option<String> {
-    let text = read_small(file)?;
-    let line = text.lines().find(|l| {
-        l.strip_prefix(key)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
-    })?;
-    Some(line[key.len()..].trim_start().to_string())
-}
-
-fn layout_named(name: &str) -> Option<SiteLayout> {
-    [
-        SiteLayout::NopNop5,
-        SiteLayout::NopNop10,
-        SiteLayout::NopNop5Nop10,
-    ]
-    .into_iter()
-    .find(|l| l.name() == name)
-}
-
-/// Replaces the cache with this boot's lines plus the new one (best effort:
-/// without the right to write there, the next tracer tests again).
-fn write_cache(key: &str, test: &ForkTest) {
+/// Keeps the verdict for `layout` in the cache.
+fn write_cache(layout: SiteLayout, test: &ForkTest) {
     let verdict = match test.verdict {
         OptimizedFork::ChildSurvives => "survives",
         _ => "dies",
     };
-    let value = format!("{verdict} {}", test.why.replace('\n', " "));
-    write_cache_line(FORK_TEST_CACHE, key, &value);
-}
-
-/// Replaces `file` with its lines of this boot (the first word of `key`)
-/// other than `key`'s, plus `key value` (best effort).
-pub(crate) fn write_cache_line(file: &str, key: &str, value: &str) {
-    let boot = key.split(' ').next().unwrap_or("");
-    let old = read_small(file).unwrap_or_default();
-    let mut text: String = old
-        .lines()
-        .filter(|l| l.starts_with(boot) && !l.starts_with(key))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    text.push_str(&format!("{key} {value}\n"));
-    let dir = std::path::Path::new(file).parent().unwrap_or("/".as_ref());
-    let partial = format!("{file}.{}", std::process::id());
-    let written = std::fs::DirBuilder::new()
-        .recursive(true)
-        .create(dir)
-        .and_then(|_| {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o644)
-                .open(&partial)?;
-            f.write_all(text.as_bytes())
-        })
-        .and_then(|_| std::fs::rename(&partial, file));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&partial);
-    }
-}
-
-/// Up to 4 KiB of a regular file owned by root or by this user.
-fn read_small(path: &str) -> Option<String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).ok()?;
-    let meta = file.metadata().ok()?;
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    let procfs = path.starts_with("/proc/");
-    if !procfs && (!meta.is_file() || (meta.uid() != 0 && meta.uid() != euid)) {
-        return None;
-    }
-    let mut buf = Vec::with_capacity(512);
-    file.take(4096).read_to_end(&mut buf).ok()?;
-    String::from_utf8(buf).ok()
+    CACHE.put(layout, &format!("{verdict} {}", test.why));
 }
 
 /// Exit codes of the scratch child.
@@ -327,13 +252,13 @@ fn live(site: unsafe extern "C" fn(), long_nop: u64, layout: SiteLayout) -> Resu
         }
     };
     drop(go_read);
-    let features = KernelFeatures::detect();
+    let features = super::kernel_features();
     let uprobe = Uprobe {
         path: &c_path,
         offset,
         ref_ctr_offset: None,
     };
-    let event = open_uprobe(&features, &uprobe, Target::Pid(pid as u32), -1, |_| {});
+    let event = open_uprobe(&features, &uprobe, pid, -1, -1, |_| {});
     let code = match &event {
         Ok(_) => process::write(&go_write, b"g").unwrap_or(0),
         Err(_) => 0,
@@ -354,46 +279,6 @@ fn live(site: unsafe extern "C" fn(), long_nop: u64, layout: SiteLayout) -> Resu
             libc::WTERMSIG(status)
         ))
     }
-}
-
-/// Waits for our child `pid`; kills it after `timeout`. Its wait status,
-/// or `None` if it had to be killed.
-pub(crate) fn wait_with_timeout(pid: libc::pid_t, timeout: Duration) -> Option<i32> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match process::waitpid(pid, libc::WNOHANG) {
-            Ok(Some((r, status))) if r == pid => return Some(status),
-            Err(e) if e.raw_os_error() != Some(libc::EINTR) => return None,
-            _ => {}
-        }
-        if Instant::now() >= deadline {
-            // pid > 0: never a process group.
-            if pid > 0 {
-                let _ = process::kill(pid, libc::SIGKILL);
-                let _ = process::waitpid(pid, 0);
-            }
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// The file (as a path the kernel can resolve) and file offset of the
-/// instruction at `addr` in this process.
-pub(crate) fn file_offset(addr: u64) -> Result<(String, u64), String> {
-    let maps = read_maps(std::process::id()).map_err(|e| e.to_string())?;
-    let m = maps
-        .iter()
-        .find(|m| m.start <= addr && addr < m.end)
-        .ok_or("the self-test site is in no file mapping")?;
-    // The mapping itself, even if the file was replaced since (as cargo
-    // does with test binaries): root may open it through map_files.
-    let map_file = format!("/proc/self/map_files/{:x}-{:x}", m.start, m.end);
-    let path = match std::fs::metadata(&map_file) {
-        Ok(meta) if meta.ino() == m.inode => map_file,
-        _ => m.path.clone(),
-    };
-    Ok((path, addr - m.start + m.offset))
 }
 
 /// The scratch child: wait for the go byte, hit the site until the kernel
