@@ -53,24 +53,9 @@ pub struct Report {
     /// Where `Auto` attaches this build's sites and why: the layout, the
     /// fork and speed self-tests, the fork guard (`None` where nothing
     /// attached).
-    pub auto: Option<Auto>,
+    pub auto: Option<crate::attach::Auto>,
     /// The fork guard's cost per fork, or why it was not measured.
     pub forks: Result<crate::forks::ForkCost, String>,
-}
-
-/// What `Auto` decided for the bench's own sites, and from what.
-#[derive(Clone, Debug)]
-pub struct Auto {
-    /// The build's site layout (`nop;nop5`, `nop;nop10`, `nop;nop5;nop10`).
-    pub layout: String,
-    /// Bytes past Location where `Auto` attaches (0: the nop).
-    pub delta: u64,
-    /// The fork self-test's verdict, in words.
-    pub fork: String,
-    /// Whether the bench's executable carries the fork guard's marker.
-    pub guarded: bool,
-    /// The speed self-test: trap and optimized M/s, or why there are none.
-    pub speed: Result<(f64, f64), String>,
 }
 
 /// The many-sites section's outcome.
@@ -184,7 +169,10 @@ impl Report {
             String::from("# idle cost, instructions per iteration (valgrind --tool=callgrind)\n");
         let targets = [
             ("bare", "the loop alone"),
-            ("usdt", "eager, 2 register args: target <= 2 (the nops)"),
+            (
+                "usdt",
+                "eager, 2 register args: target: the site's nops only",
+            ),
             ("usdt-lazy", "semaphore-gated: target <= 4"),
             ("usdt-str", "&str arg: copies nothing while untraced"),
             ("c-sdt", "C <sys/sdt.h>, 2 args"),
@@ -197,6 +185,10 @@ impl Report {
             (
                 "tracing-usdt-idle",
                 "the same, tracing_usdt::layer() alone, untraced",
+            ),
+            (
+                "tracing-floor",
+                "the same, a Subscriber whose enabled() is false: tracing's own",
             ),
             ("tracing-fmt", "the same, the fmt layer writing to a sink"),
         ];

@@ -1,29 +1,11 @@
 //! The signature record: each provider probe's argument names, types and
-//! kinds, written beside every note of the probe, from the same asm block.
-//!
-//! ```text
-//! .usdt.signatures (not allocated: the running program never maps it;
-//! SHF_LINK_ORDER to the site's text section, like the note, so that
-//! `--gc-sections` drops the record with the code):
-//!       version    1 byte    1
-//!       nargs      1 byte    declared arguments (a byte slice is one)
-//!       flags      2 bytes   0
-//!       length     4 bytes   bytes after this field
-//!       Location   8 bytes   address of the site's nop, as in the note
-//!       "provider\0" "name\0"            the note's provider and name
-//!       per argument: kind (1 byte, `usdt::kind`), "name\0", "type\0"
-//! ```
-//!
-//! Records are packed one after another (alignment 1). A reader skips a
-//! record of a version it does not know by its length. Consumers that know
-//! nothing of the section (readelf -n, gdb, bpftrace, perf, libbpf) never
-//! look at it: it is neither a note nor loaded.
+//! kinds, written beside every note of the probe, from the same asm block,
+//! in the format of usdt-runtime's `signature` module (its one home, which
+//! the readers use too).
 
 use proc_macro2::TokenStream;
 use quote::quote;
-
-/// The record format's version byte.
-pub const VERSION: u8 = 1;
+use usdt_runtime::signature::{SECTION, VERSION};
 
 /// One probe's signature.
 pub struct Signature {
@@ -77,9 +59,7 @@ pub fn kind_operands(sig: &Signature, tys: &[syn::Ident], krate: &TokenStream) -
 pub fn template(provider: &str, name: &str, sig: &Signature, section_ty: &str) -> Vec<String> {
     let mut l = vec![
         ".macro __usdt_signature_start __usdt_n".to_owned(),
-        format!(
-            ".pushsection .usdt.signatures, \"o\", {section_ty}progbits, .L__usdt_site_\\__usdt_n"
-        ),
+        format!(".pushsection {SECTION}, \"o\", {section_ty}progbits, .L__usdt_site_\\__usdt_n"),
         ".endm".to_owned(),
         ".altmacro".to_owned(),
         "__usdt_signature_start %(.L__usdt_sites)".to_owned(),

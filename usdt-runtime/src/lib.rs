@@ -20,6 +20,7 @@ mod features;
 pub mod forkguard;
 pub mod kind;
 pub use features::*;
+pub mod signature;
 pub mod site;
 mod strbuf;
 

@@ -9,6 +9,22 @@
 //! `features`, `list`, `count`, `trace` and `bpftrace` commands built on
 //! this API.
 //!
+//! Where each concern lives, lowest first (each module imports only those
+//! above it in this list; the crate's README has the full map):
+//!
+//! | module | owns |
+//! |---|---|
+//! | `sys` | every raw system call, one choke point, typed wrappers |
+//! | `error` | [`Error`] and the errors it carries |
+//! | `arch` | one register table per machine ([`Machine`]) |
+//! | `elf` | notes, arguments, signature records, the site check |
+//! | `facts` | what this kernel can do, the self-tests, [`FeatureReport`] |
+//! | `placement` | where a uprobe goes on a site ([`AttachPoint`], Auto) |
+//! | `engine` | perf and BPF ([`EngineKind`]), choosing between them |
+//! | `sample`, `aggregate`, `stack` | decoding hits, in-kernel answers, stacks |
+//! | `types` | argument names and types: records, provider files, catalog |
+//! | `session`, `run` | a target's objects; the one run loop ([`Run`]) |
+//!
 //! - Reading: [`read_file`] and [`read_sites`] give one [`Site`] per note, with
 //!   the Base adjustment applied, file offsets, parsed [`Arg`]uments and the
 //!   [`SiteLayout`] found at Location; [`read_process`] does it for every ELF
@@ -156,6 +172,7 @@ pub use elf::signature::{
 };
 pub use elf::sites::SiteCheck;
 pub use engine::bpf;
+pub use engine::floor;
 pub use engine::perf::counter::{AttachedSite, PerfCounter};
 pub use engine::perf::tracefs::remove_stale_events;
 pub use engine::{Counter, EngineChoice, EngineKind, Picked};

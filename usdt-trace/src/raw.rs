@@ -6,6 +6,14 @@
 
 use crate::arch::Reg64;
 
+/// The longest string read for a string argument, in bytes (without its
+/// NUL): the same bound as the Rust probes' staged copies.
+pub const STRING_MAX: usize = 255;
+
+/// How many bytes of a byte-slice argument
+/// ([`Sampler::bytes_arg`](crate::Sampler::bytes_arg)) are read at the hit.
+pub const BYTES_FETCH: usize = 64;
+
 /// Registers by name, as the hit left them (those the engine read).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Regs(Vec<(Reg64, u64)>);

@@ -25,11 +25,12 @@ use usdt_runtime::kind;
 use crate::elf::note::Site;
 use crate::Error;
 
-/// The record format this reader knows.
-pub const SIGNATURE_VERSION: u8 = 1;
+/// The record format this reader knows (usdt-runtime's `signature`, the
+/// format's one home).
+pub const SIGNATURE_VERSION: u8 = usdt_runtime::signature::VERSION;
 
 /// The section the records are in.
-pub const SIGNATURE_SECTION: &str = ".usdt.signatures";
+pub const SIGNATURE_SECTION: &str = usdt_runtime::signature::SECTION;
 
 /// How many bytes of a byte-slice argument a text line shows.
 pub const BYTES_SHOWN: usize = 64;

@@ -1,43 +1,47 @@
-//! Sampling attach mode: every hit of a uprobe writes the user registers the
-//! note's operands name, the pid and thread id, a timestamp and (for sites
-//! that read memory) a copy of the user stack into a perf ring buffer, and
-//! [`Sampler`] decodes each probe argument from its note operand.
+//! Sampling: every hit of a traced site becomes a [`Hit`] with each probe
+//! argument decoded from its note operand. [`Sampler`] plans what each site
+//! needs read at the hit ([`plan`]), hands the sites to the engine picked
+//! (`crate::engine`), and decodes the engine-neutral raw hits it drains
+//! ([`decode`]); lost hits are counted ([`Sampler::lost`]), never dropped
+//! silently.
 //!
-//! - A register operand is read at its width and sign from the sampled
-//!   registers: exact.
+//! What the engines read at the hit:
+//!
+//! - The BPF engine (`engine::bpf::sampling`, Linux 6.6+): one program on
+//!   one uprobe_multi link per file writes a record into one BPF ring buffer
+//!   that every CPU shares: the cookie naming the site, pid/tid, the time,
+//!   the machine's `pt_regs`, and what each argument reads in memory
+//!   (`base + index*scale + disp`, strings, the first bytes of a byte
+//!   slice), read by the kernel at the hit: exact.
+//! - The perf engine (`engine::perf::sampling`): one perf event per site,
+//!   per CPU or per thread, into perf ring buffers. Its sample holds the
+//!   registers the operands name; a site with memory operands or string
+//!   arguments gets, where tracefs is writable, a fetch event whose fetch
+//!   arguments make the kernel read them at the hit (`-8(%sp):u64`,
+//!   `+0(%di):string`, a symbol as `@+FILE_OFFSET:u64`), exact, red zone
+//!   included; without tracefs (or with [`Sampler::kernel_fetch`] off) the
+//!   sample carries a copy of the stack from the stack pointer upward
+//!   (`PERF_SAMPLE_STACK_USER`), and what lies outside it is read from the
+//!   process with `process_vm_readv` when the hit is decoded: racy, it may
+//!   see a newer value or none. The kernel does not fault pages in: a
+//!   string it could not read is read from the process instead (racy).
+//!
+//! How operands become values, whichever engine read them:
+//!
+//! - A register operand is read at its width and sign: exact.
 //! - An immediate (`$5`) is the note's constant: exact.
 //! - A float (`4f@`, `8f@`) is decoded as an `f32` or `f64` ([`Value::F32`],
 //!   [`Value::F64`]); a 16 or 24-byte value (a struct or `__int128` passed
 //!   by value) is kept as its bytes ([`Value::Bytes`]).
 //! - An argument the note reader could not read ([`Operand::Unreadable`]:
 //!   `%xmm0`, a stripped symbol) is [`Value::Unavailable`], with the reason.
-//! - An indexed operand (`8@(%rdx,%rax,8)`) is computed from the sampled
-//!   registers and read like a memory operand below; a symbol's operand
-//!   (`sym(%rip)`) is at the symbol's address plus the load bias, which the
-//!   sampled instruction pointer gives (the uprobe's address in the process
-//!   minus its link-time address).
-//! - A site with memory operands (`disp(%reg)`, symbols) or string arguments (see
-//!   [`Sampler::string_arg`]) gets, when tracefs is mounted and writable, a
-//!   fetch event: a uprobe event defined in `uprobe_events` whose fetch
-//!   arguments make the kernel read them at the hit (`-8(%sp):u64`,
-//!   `+0(%di):string`, a symbol as `@+FILE_OFFSET:u64`) into the
-//!   sample's raw record: exact, including GCC's red-zone operands
-//!   (`-8@-16(%rsp)`) and strings freed right after the probe. The kernel
-//!   does not fault pages in: a string it could not read is read from the
-//!   process instead (racy).
-//! - Without tracefs (or with [`Sampler::kernel_fetch`] off), the sample
-//!   carries a copy of the stack from the stack pointer upward
-//!   (`PERF_SAMPLE_STACK_USER`): a memory operand or string inside it is read
-//!   from the copy, exact (Rust probes stage `&str` copies on the probing
-//!   frame's stack); anything else, the red zone below the stack pointer
-//!   included, is read from the process with `process_vm_readv` when the
-//!   sample is decoded, after the fact: racy, it may see a newer value or
-//!   none (the process exited).
+//! - An indexed operand (`8@(%rdx,%rax,8)`) is computed from the registers
+//!   and read like a memory operand; a symbol's operand (`sym(%rip)`) is at
+//!   the symbol's address plus the load bias, which the instruction pointer
+//!   at the hit gives (the uprobe's address in the process minus its
+//!   link-time address).
 //!
-//! All sites share one ring buffer per CPU (with [`Sampler::per_cpu`]) or
-//! one per traced thread (the events are then per thread, on any CPU). Lost samples
-//! (`PERF_RECORD_LOST`, written when a ring is full) are counted in
-//! [`Sampler::lost`], never dropped silently.
+//! [`Operand::Unreadable`]: crate::Operand::Unreadable
 
 use std::collections::HashSet;
 use std::ffi::CString;

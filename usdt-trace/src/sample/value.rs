@@ -4,13 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// The longest string read for a string argument, in bytes (without its
-/// NUL): the same bound as the Rust probes' staged copies.
-pub const STRING_MAX: usize = 255;
-
-/// How many bytes of a byte-slice argument
-/// ([`Sampler::bytes_arg`](crate::Sampler::bytes_arg)) are read at the hit.
-pub const BYTES_FETCH: usize = 64;
+pub use crate::raw::{BYTES_FETCH, STRING_MAX};
 
 /// A decoded argument.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

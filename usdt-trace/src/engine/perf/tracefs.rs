@@ -133,7 +133,7 @@ fn definition(
         if is_bytes {
             out.push(format!(
                 "b{i}=+0({f}):x8[{}]",
-                crate::sample::value::BYTES_FETCH
+                crate::raw::BYTES_FETCH
             ));
         }
     }
