@@ -46,7 +46,9 @@ use std::time::{Duration, Instant};
 use usdt_provision::{Need, BPFTRACE};
 use usdt_trace::bpf::ProbeCounter;
 use usdt_trace::floor::{EmptyProgram, LinkKind};
-use usdt_trace::{read_file, Aggregation, AttachPoint, LatencyKey, PerfCounter, Site, Target};
+use usdt_trace::{
+    read_file, Aggregation, AttachPoint, Filter, LatencyKey, PerfCounter, Site, Target,
+};
 
 #[usdt::provider]
 mod answers {
@@ -83,6 +85,8 @@ pub struct AnswersRow {
 pub struct Answers {
     /// The idle loop's time per iteration.
     pub idle_ns: f64,
+    /// The same of the loop of `paths.rs`.
+    pub paths_idle_ns: f64,
     pub rows: Vec<AnswersRow>,
     /// Rows that could not run, and why.
     pub skipped: Vec<(&'static str, String)>,
@@ -111,10 +115,15 @@ const BATCH: u64 = 1000;
 /// The least time per iteration over `batches` batches of `n`
 /// iterations, calling `between` after each, untimed.
 fn least_ns_per_iteration(batches: u64, n: u64, between: &mut dyn FnMut()) -> f64 {
+    least_ns_per_iteration_of(requests, batches, n, between)
+}
+
+/// [`least_ns_per_iteration`] of the loop `lap`.
+fn least_ns_per_iteration_of(lap: fn(u64), batches: u64, n: u64, between: &mut dyn FnMut()) -> f64 {
     (0..batches)
         .map(|_| {
             let t = Instant::now();
-            requests(std::hint::black_box(n));
+            lap(std::hint::black_box(n));
             let ns = t.elapsed().as_nanos() as f64 / n as f64;
             between();
             ns
@@ -122,16 +131,19 @@ fn least_ns_per_iteration(batches: u64, n: u64, between: &mut dyn FnMut()) -> f6
         .fold(f64::MAX, f64::min)
 }
 
-/// This executable and its two sites of `answers`.
-fn sites() -> Result<(PathBuf, Vec<Site>), String> {
+/// This executable and its two sites of `provider` (`answers`, `paths`).
+fn sites(provider: &str) -> Result<(PathBuf, Vec<Site>), String> {
     let exe = std::fs::canonicalize("/proc/self/exe").map_err(|e| e.to_string())?;
     let sites: Vec<Site> = read_file(&exe)
         .map_err(|e| e.to_string())?
         .into_iter()
-        .filter(|s| s.provider == "answers")
+        .filter(|s| s.provider == provider)
         .collect();
     if sites.len() < 2 {
-        return Err(format!("{} has no answers:start/done sites", exe.display()));
+        return Err(format!(
+            "{} has no {provider}:start/done sites",
+            exe.display()
+        ));
     }
     Ok((exe, sites))
 }
@@ -150,14 +162,58 @@ enum How {
     /// batches.
     Sampled(&'static str),
     Bpftrace,
+    /// `count --if` with [`FILTER`]: 1% of the hits pass.
+    CountIf,
+    /// bpftrace's `count()` on both probes, with [`FILTER`]'s predicate or
+    /// without.
+    BpftraceCount {
+        predicate: bool,
+    },
+    /// On the loop of `paths.rs`: a latency keyed by thread, with a
+    /// histogram per path or without.
+    PathLatency {
+        by: bool,
+    },
+    /// On the loop of `paths.rs`: bpftrace's `@lat[str(arg1)]`.
+    BpftraceByPath,
 }
+
+/// `count --if`'s filter: 10 ids of the 1,000 of a batch pass, 99% of the
+/// hits are dropped in the program.
+const FILTER: &str = "id < 10";
+/// The same as bpftrace's predicate.
+const PREDICATE: &str = "/arg0 < 10/";
+/// The hits of a batch that pass them, per probe.
+const PASSED: u64 = 10;
+
+/// The ratios the table states, in one run: a row, the row it is over,
+/// and what that says.
+const RATIOS: [(&str, &str, &str); 5] = [
+    (
+        "count --if 'id < 10'",
+        "count",
+        " (99% of the hits dropped by the filter)",
+    ),
+    (
+        "bpftrace /arg0 < 10/ count()",
+        "bpftrace count()",
+        " (bpftrace's predicate)",
+    ),
+    ("bpftrace /arg0 < 10/ count()", "count --if 'id < 10'", ""),
+    (
+        "latency --by path",
+        "latency (tid, paths)",
+        " (a histogram per path)",
+    ),
+    ("bpftrace @lat[str(arg1)]", "latency --by path", ""),
+];
 
 /// The empty program's rows' name.
 const FLOOR: &str = "empty program";
 /// The `trace` rows.
 const SAMPLED: [&str; 4] = crate::sampled::ROWS;
 
-const ROWS: [(&str, How); 15] = [
+const ROWS: [(&str, How); 21] = [
     (FLOOR, How::Floor(LinkKind::PerfEvent, AttachPoint::Nop)),
     (FLOOR, How::Floor(LinkKind::UprobeMulti, AttachPoint::Nop)),
     (FLOOR, How::Floor(LinkKind::PerfEvent, AttachPoint::Next)),
@@ -175,6 +231,15 @@ const ROWS: [(&str, How); 15] = [
     ),
     ("hist kind", How::Hist),
     ("bpftrace @start/hist()", How::Bpftrace),
+    ("count --if 'id < 10'", How::CountIf),
+    ("bpftrace count()", How::BpftraceCount { predicate: false }),
+    (
+        "bpftrace /arg0 < 10/ count()",
+        How::BpftraceCount { predicate: true },
+    ),
+    ("latency (tid, paths)", How::PathLatency { by: false }),
+    ("latency --by path", How::PathLatency { by: true }),
+    ("bpftrace @lat[str(arg1)]", How::BpftraceByPath),
     (SAMPLED[0], How::Sampled(SAMPLED[0])),
     (SAMPLED[1], How::Sampled(SAMPLED[1])),
     (SAMPLED[2], How::Sampled(SAMPLED[2])),
@@ -197,7 +262,9 @@ impl How {
     fn link(self) -> &'static str {
         match self {
             How::Floor(kind, _) => kind.name(),
-            How::CountPerf | How::Bpftrace => LinkKind::PerfEvent.name(),
+            How::CountPerf | How::Bpftrace | How::BpftraceCount { .. } | How::BpftraceByPath => {
+                LinkKind::PerfEvent.name()
+            }
             // `usdt trace`'s engine: BPF where the kernel has uprobe_multi
             // links.
             How::Sampled(name)
@@ -210,6 +277,22 @@ impl How {
                 LinkKind::PerfEvent.name()
             }
             _ => LinkKind::UprobeMulti.name(),
+        }
+    }
+
+    /// The loop it is timed on, and its provider.
+    fn lap(self) -> (fn(u64), &'static str) {
+        match self {
+            How::PathLatency { .. } | How::BpftraceByPath => (crate::paths::requests, "paths"),
+            _ => (requests, "answers"),
+        }
+    }
+
+    /// The requests of a batch it aggregates, out of `BATCH`.
+    fn per_batch(self) -> u64 {
+        match self {
+            How::CountIf | How::BpftraceCount { predicate: true } => PASSED,
+            _ => BATCH,
         }
     }
 
@@ -246,11 +329,46 @@ impl How {
                 2,
             )?,
             How::Sampled(_) => return Err("a sampled row attaches itself".into()),
-            How::Bpftrace => {
-                let (child, output) = bpftrace(exe, sites)?;
+            How::Bpftrace | How::BpftraceCount { .. } | How::BpftraceByPath => {
+                let (child, output) = bpftrace(exe, sites, &self.script(exe))?;
                 Attached::Bpftrace(child, output)
             }
+            How::CountIf => {
+                let filter = Filter::parse(FILTER).map_err(|e| e.to_string())?;
+                let files = [(exe, refs.clone())];
+                let counter = ProbeCounter::attach_filtered(&files, AttachPoint::Auto, me, &filter);
+                Attached::Count(counter.map_err(e)?)
+            }
+            How::PathLatency { by } => {
+                let (start, end, key) = ("paths:start", "paths:done", LatencyKey::Thread);
+                let a = match by {
+                    true => {
+                        Aggregation::latency_by(start, end, key, 1, true, false, AttachPoint::Auto)
+                    }
+                    false => Aggregation::latency(start, end, key, AttachPoint::Auto),
+                };
+                aggregate(a.map_err(e)?, 1)?
+            }
         })
+    }
+
+    /// Its bpftrace script, for the probes of `exe`.
+    fn script(self, exe: &Path) -> String {
+        let shown = exe.display();
+        match self {
+            How::BpftraceCount { predicate } => {
+                let p = if predicate { PREDICATE } else { "" };
+                format!(
+                    "usdt:{shown}:answers:start {p} {{ @s = count(); }}\n\
+                     usdt:{shown}:answers:done {p} {{ @d = count(); }}"
+                )
+            }
+            How::BpftraceByPath => crate::paths::bpftrace_script(&shown.to_string()),
+            _ => format!(
+                "usdt:{shown}:answers:start {{ @start[tid] = nsecs; }}\n\
+                 usdt:{shown}:answers:done /@start[tid]/ {{ @h = hist(nsecs - @start[tid]); delete(@start[tid]); }}"
+            ),
+        }
     }
 }
 
@@ -270,26 +388,21 @@ fn semaphores(exe: &Path, sites: &[Site]) -> Result<Vec<u16>, String> {
         .collect()
 }
 
-/// bpftrace with the hand-written latency script, attached to this
-/// process; returns once its uprobes are in place (bpftrace prints
-/// "Attaching" before it attaches; the kernel raises each site's semaphore
-/// while it registers the uprobe).
+/// bpftrace with `script`, attached to this process; returns once its
+/// uprobes are in place (bpftrace prints "Attaching" before it attaches;
+/// the kernel raises each site's semaphore while it registers the uprobe).
 fn bpftrace(
     exe: &Path,
     sites: &[Site],
+    script: &str,
 ) -> Result<(Child, std::sync::mpsc::Receiver<String>), String> {
     usdt_provision::ensure(&[Need::package(
         BPFTRACE,
-        "the bench compares its latency script with usdt latency",
+        "the bench compares its scripts with usdt's answers",
     )])
     .map_err(|e| e.to_string())?;
-    let shown = exe.display();
-    let script = format!(
-        "usdt:{shown}:answers:start {{ @start[tid] = nsecs; }}\n\
-         usdt:{shown}:answers:done /@start[tid]/ {{ @h = hist(nsecs - @start[tid]); delete(@start[tid]); }}"
-    );
     let mut child = Command::new("bpftrace")
-        .args(["-p", &std::process::id().to_string(), "-e", &script])
+        .args(["-p", &std::process::id().to_string(), "-e", script])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -384,15 +497,20 @@ fn check_and_detach(a: Attached, pairs: u64) -> Result<(), String> {
         }
         Attached::Bpftrace(mut child, output) => {
             stop(&mut child);
-            // The sum of its histogram's rows: `[1K, 2K)   N |@@@|`.
             let text = output
                 .recv_timeout(Duration::from_secs(10))
-                .map_err(|_| "bpftrace printed no histogram".to_string())?;
-            text.lines()
-                .filter(|l| l.starts_with('['))
-                .filter_map(|l| l.split(')').nth(1).or_else(|| l.split(']').nth(1)))
-                .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
-                .sum()
+                .map_err(|_| "bpftrace printed nothing".to_string())?;
+            // `@d: N` of a count, else the sum of its histograms' rows:
+            // `[1K, 2K)   N |@@@|`.
+            match text.lines().find_map(|l| l.strip_prefix("@d: ")) {
+                Some(n) => n.trim().parse().map_err(|_| format!("bpftrace: @d: {n}"))?,
+                None => text
+                    .lines()
+                    .filter(|l| l.starts_with('['))
+                    .filter_map(|l| l.split(')').nth(1).or_else(|| l.split(']').nth(1)))
+                    .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+                    .sum(),
+            }
         }
     };
     if seen != pairs {
@@ -430,30 +548,41 @@ fn sampled_round(
 /// Runs the section: `quick` runs fewer batches and a shorter serve
 /// window.
 pub fn run(quick: bool) -> Result<Answers, String> {
-    let (exe, sites) = sites()?;
+    let (_, path_sites) = sites("paths")?;
+    let (exe, sites) = sites("answers")?;
     let pid = std::process::id();
     let (rounds, batches) = if quick { (3, 30) } else { (5, 100) };
     let mut idle_ns = f64::MAX;
+    let mut paths_idle_ns = f64::MAX;
     // Per row: its least time, where it attached, the tracer's time, or
     // why it stopped.
     let mut best: Vec<Result<Best, String>> =
         ROWS.iter().map(|_| Ok((f64::MAX, "none", None))).collect();
     for _ in 0..rounds {
         idle_ns = idle_ns.min(least_ns_per_iteration(batches, BATCH, &mut || {}));
+        let paths_idle =
+            least_ns_per_iteration_of(crate::paths::requests, batches, BATCH, &mut || {});
+        paths_idle_ns = paths_idle_ns.min(paths_idle);
         for ((_, how), row) in ROWS.iter().zip(&mut best) {
             let Ok((least, _, _)) = row else {
                 continue;
             };
+            let (lap, provider) = how.lap();
+            let sites = if provider == "paths" {
+                &path_sites
+            } else {
+                &sites
+            };
             let result = match how {
                 // Batches of 2,000 iterations, whose hits the ring holds
                 // with their stack copies: a quarter as many.
-                How::Sampled(name) => sampled_round(name, &exe, &sites, batches / 4),
-                _ => how.attach(&exe, &sites).and_then(|a| {
+                How::Sampled(name) => sampled_round(name, &exe, sites, batches / 4),
+                _ => how.attach(&exe, sites).and_then(|a| {
                     // Warm: the first hit optimizes a long nop.
-                    requests(BATCH);
+                    lap(BATCH);
                     let at = crate::attach::attached_insn(pid, &exe, &sites[0]);
-                    let ns = least_ns_per_iteration(batches, BATCH, &mut || {});
-                    check_and_detach(a, BATCH * (1 + batches))?;
+                    let ns = least_ns_per_iteration_of(lap, batches, BATCH, &mut || {});
+                    check_and_detach(a, how.per_batch() * (1 + batches))?;
                     Ok((ns, at?, None))
                 }),
             };
@@ -466,6 +595,7 @@ pub fn run(quick: bool) -> Result<Answers, String> {
     }
     let mut out = Answers {
         idle_ns,
+        paths_idle_ns,
         rows: vec![],
         skipped: vec![],
         serve: Err("not run".into()),
@@ -474,11 +604,15 @@ pub fn run(quick: bool) -> Result<Answers, String> {
     for ((name, how), row) in ROWS.iter().zip(best) {
         match row {
             Ok((ns, site, tracer)) => {
+                let idle = match how.lap().1 {
+                    "paths" => paths_idle_ns,
+                    _ => idle_ns,
+                };
                 out.rows.push(AnswersRow {
                     name,
                     site,
                     link: how.link(),
-                    ns_per_hit: (ns - idle_ns).max(0.0) / 2.0,
+                    ns_per_hit: (ns - idle).max(0.0) / 2.0,
                 });
                 if let Some(t) = tracer {
                     out.tracer.push((name, t));
@@ -609,6 +743,10 @@ pub fn table(a: &Answers) -> String {
         "row", "site", "link", "ns/hit", "x floor", "x count"
     );
     s += &format!("{:<51}{:>10.1}\n", "idle loop (per iteration)", a.idle_ns);
+    s += &format!(
+        "{:<51}{:>10.1}\n",
+        "idle loop of paths (per iteration)", a.paths_idle_ns
+    );
     let base = a
         .rows
         .iter()
@@ -643,6 +781,13 @@ pub fn table(a: &Answers) -> String {
                     "{stack} / {trace}: {:.2} per hit in the traced process\n",
                     with / without
                 );
+            }
+        }
+    }
+    for (row, base, what) in RATIOS {
+        if let (Some(with), Some(without)) = (per_hit(row), per_hit(base)) {
+            if without > 0.0 {
+                s += &format!("{row} / {base}: {:.2} per hit{what}\n", with / without);
             }
         }
     }

@@ -22,6 +22,7 @@ mod layouts;
 mod loops;
 mod machine;
 mod many;
+mod paths;
 mod peers;
 mod pgbench;
 mod report;

@@ -1,8 +1,11 @@
 //! The answers section: `bench --answers-only --quick` measures every row
 //! (each checks that every request was aggregated, bpftrace's by the sum of
 //! its histogram; `trace` and `trace --stack` that every hit was read, with
-//! its stack), each beside the empty program's row of its site and link,
-//! the ratio of `trace --stack` to `trace`, and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
+//! its stack; `count --if` and bpftrace's predicate the 1% of hits they
+//! pass), each beside the empty program's row of its site and link,
+//! the ratio of `trace --stack` to `trace`, of `count --if` to `count`, of
+//! `latency --by path` to `latency` and of bpftrace's scripts to both, and
+//! `usdt serve`'s CPU; `--latency-svg` draws a `usdt
 //! latency --json` object; `--postgres-only --quick` measures PostgreSQL
 //! under pgbench, untraced and traced. The bench is built in release in
 //! this build's target directory, as tests/bench.rs builds it.
@@ -120,6 +123,12 @@ fn every_answers_row_is_measured_with_its_ratio() {
         "trace --stack",
         "trace --engine perf",
         "trace --stack --engine perf",
+        "count --if 'id < 10'",
+        "bpftrace count()",
+        "bpftrace /arg0 < 10/ count()",
+        "latency (tid, paths)",
+        "latency --by path",
+        "bpftrace @lat[str(arg1)]",
     ] {
         let rows = row(name);
         let [w] = rows.as_slice() else {
@@ -137,9 +146,16 @@ fn every_answers_row_is_measured_with_its_ratio() {
     }
     assert!(!stdout.contains("not measured"), "{stdout}");
     // trace --stack against trace, each engine, in the same run.
+    // ... and the filter and the histograms per value against their
+    // plain rows, and bpftrace's scripts against both.
     for pair in [
         "trace --stack / trace: ",
         "trace --stack --engine perf / trace --engine perf: ",
+        "count --if 'id < 10' / count: ",
+        "bpftrace /arg0 < 10/ count() / bpftrace count(): ",
+        "bpftrace /arg0 < 10/ count() / count --if 'id < 10': ",
+        "latency --by path / latency (tid, paths): ",
+        "bpftrace @lat[str(arg1)] / latency --by path: ",
     ] {
         let line = stdout
             .lines()

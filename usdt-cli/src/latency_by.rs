@@ -11,7 +11,7 @@ use usdt_trace::{escape, escape_name, Aggregation, CountedValue, Histogram};
 use crate::answers::human_ns;
 use crate::args::Sort;
 use crate::error::CliError;
-use crate::latency::{json_buckets, write_histogram};
+use crate::histograms::{json_buckets, write_histogram};
 
 /// What the kernel kept per value: each value's histogram, and how many
 /// pairs had a value the full map could not take.

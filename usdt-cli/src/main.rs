@@ -34,6 +34,7 @@ mod count_engine;
 mod error;
 mod features;
 mod filters;
+mod histograms;
 mod latency;
 mod latency_by;
 mod list;

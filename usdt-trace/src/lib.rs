@@ -23,6 +23,7 @@
 //! | `engine` | perf and BPF ([`EngineKind`]), choosing between them |
 //! | `sample`, `aggregate`, `stack` | decoding hits, in-kernel answers, stacks |
 //! | `types` | argument names and types: records, provider files, catalog |
+//! | `filter` | [`Filter`]s (`--if`): parsed, bound to each site by `types` |
 //! | `session`, `run` | a target's objects; the one run loop ([`Run`]) |
 //!
 //! - Reading: [`read_file`] and [`read_sites`] give one [`Site`] per note, with

@@ -25,6 +25,7 @@
 //! sampler applies it to each decoded hit instead.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::elf::note::Site;
 pub use crate::error::FilterError;
@@ -47,7 +48,11 @@ pub(crate) use lex::{Op, STRING_MAX};
 /// # Ok::<(), usdt_trace::FilterError>(())
 /// ```
 #[derive(Clone, Debug)]
-pub struct Filter {
+pub struct Filter(Arc<Parsed>);
+
+/// What a [`Filter`] holds (shared: cloning a filter is cheap).
+#[derive(Clone, Debug)]
+struct Parsed {
     text: String,
     expr: parse::Expr,
     sigs: Signatures,
@@ -65,23 +70,23 @@ impl Filter {
     /// signature records, and in [`Filter::signatures`] (declarations from
     /// provider files and the catalog).
     pub fn parse(text: &str) -> Result<Filter, FilterError> {
-        Ok(Filter {
+        Ok(Filter(Arc::new(Parsed {
             text: text.into(),
             expr: parse::parse(text)?,
             sigs: Signatures::new(),
-        })
+        })))
     }
 
     /// Looks names up in `sigs` (their records and declarations), and in
     /// the records of each file a site is attached from.
     pub fn signatures(mut self, sigs: Signatures) -> Filter {
-        self.sigs = sigs;
+        Arc::make_mut(&mut self.0).sigs = sigs;
         self
     }
 
     /// The filter as written.
     pub fn text(&self) -> &str {
-        &self.text
+        &self.0.text
     }
 
     /// Whether the filter fits every one of `sites` of the file at `path`:
@@ -98,7 +103,7 @@ impl Filter {
     /// The filter for the sites of the file at `path`: its names looked
     /// up in this filter's signatures and the file's records.
     pub(crate) fn binder(&self, path: &Path) -> Binder<'_> {
-        let mut sigs = self.sigs.clone();
+        let mut sigs = self.0.sigs.clone();
         sigs.add_file(path);
         Binder { filter: self, sigs }
     }
@@ -114,13 +119,13 @@ pub(crate) struct Binder<'a> {
 impl Binder<'_> {
     /// The filter bound to `site`.
     pub(crate) fn bind(&self, site: &Site) -> Result<SiteFilter, FilterError> {
-        bind::bind(&self.filter.expr, site, &self.sigs)
+        bind::bind(&self.filter.0.expr, site, &self.sigs)
     }
 
     /// [`Binder::bind`] as the crate's error, naming the filter.
     pub(crate) fn site(&self, site: &Site) -> Result<SiteFilter, crate::Error> {
         self.bind(site).map_err(|error| crate::Error::Filter {
-            filter: self.filter.text.clone(),
+            filter: self.filter.0.text.clone(),
             error,
         })
     }
@@ -210,7 +215,7 @@ mod tests {
         let cond = |text: &str| {
             let site = Site::with_args("-2@%si 8@%rdi", crate::Machine::X86_64);
             let f = Filter::parse(text).unwrap();
-            bind::bind(&f.expr, &site, &Signatures::new()).unwrap()
+            bind::bind(&f.0.expr, &site, &Signatures::new()).unwrap()
         };
         let args = |n: i128, s: &'static [u8], cut: bool| {
             move |i: usize| match i {

@@ -276,7 +276,7 @@ fn entries(
     key_size: usize,
     words: usize,
     what: &str,
-) -> Result<Vec<(Vec<u8>, Vec<u64>)>, Error> {
+) -> Result<RawHistograms, Error> {
     let mut out = vec![];
     let mut key: Option<Vec<u8>> = None;
     loop {

@@ -10,6 +10,15 @@ use crate::engine::{Counting, EngineKind};
 use crate::filter::Filter;
 use crate::{AttachPoint, Error, Site, Target};
 
+/// The sites of one file to attach: each with its filter's variant, when
+/// filtered.
+struct FilePlan {
+    path: PathBuf,
+    multi: Vec<MultiSite>,
+    variant: Vec<usize>,
+    variants: Vec<Code>,
+}
+
 /// Counts per probe, every site of a probe adding to one counter.
 #[derive(Debug)]
 pub struct ProbeCounter {
@@ -56,7 +65,7 @@ impl ProbeCounter {
         names.sort();
         names.dedup();
         let features = crate::engine::features_for(point);
-        let mut plan: Vec<(PathBuf, Vec<MultiSite>, Vec<usize>, Vec<Code>)> = vec![];
+        let mut plan: Vec<FilePlan> = vec![];
         for (path, sites) in files {
             let path = path.as_ref();
             let binder = filter.map(|f| f.binder(path));
@@ -78,16 +87,23 @@ impl ProbeCounter {
                 }
                 multi.push(m);
             }
-            plan.push((path.into(), multi, variant, variants));
+            plan.push(FilePlan {
+                path: path.into(),
+                multi,
+                variant,
+                variants,
+            });
         }
         let mut counter = MultiCounter::new(names.len() as u32)?;
-        for (path, multi, variant, variants) in &plan {
+        for p in &plan {
             match filter {
-                None => counter.attach(path, multi, target)?,
-                Some(_) => counter.attach_filtered(path, multi, variant, variants, target)?,
+                None => counter.attach(&p.path, &p.multi, target)?,
+                Some(_) => {
+                    counter.attach_filtered(&p.path, &p.multi, &p.variant, &p.variants, target)?
+                }
             }
         }
-        let sites = plan.iter().map(|(_, m, ..)| m.len()).sum();
+        let sites = plan.iter().map(|p| p.multi.len()).sum();
         Ok(ProbeCounter {
             counter,
             names,
