@@ -71,6 +71,7 @@ Examples:
   sudo usdt count -p 4242                       # every probe of a running process
   sudo usdt count 'http:*' -i 1 -- ./server     # a command, counts every second
   sudo usdt count --all ./server --duration 10  # every process running ./server
+  sudo usdt count --if 'status >= 500' http:request_done -p 4242
 
 The engine: one BPF uprobe_multi link per file, counting every thread (Linux
 6.6+), or one perf event per site (the main thread only); auto picks BPF when
@@ -91,6 +92,7 @@ Examples:
   sudo usdt trace 'http:*' --limit 100 -- ./server
   sudo usdt trace --str 'http:request_start:1' --json -- ./c-server
   sudo usdt trace --all ./server 'http:*'
+  sudo usdt trace --if 'path ^= \"/api/\" and status != 200' 'http:*' -p 4242
 
 The engine: a BPF program on one uprobe_multi link per file, which sees every
 thread from its first hit and reads memory at the hit (Linux 6.6+, x86-64), or
@@ -115,6 +117,8 @@ Examples:
   sudo usdt latency http:request_start http:request_done -- ./server
   sudo usdt latency lat:start lat:done --key id --json -p 4242
   sudo usdt latency db:query db:result --all ./server --duration 60
+  sudo usdt latency http:request_start http:request_done --key id --by path --sort p99 -p 4242
+  sudo usdt latency http:request_start http:request_done --key id --if-end 'status >= 500' -p 4242
 
 Needs BPF uprobe_multi links (Linux 6.6+) on x86-64.")]
     Latency(LatencyArgs),
@@ -128,13 +132,15 @@ Examples:
     ///
     /// `usdt_probe_hits_total{binary,provider,probe}` for the probes the
     /// globs match (every probe without globs), and for each --latency
-    /// `usdt_latency_seconds{binary,start,end}` as a histogram, counted in
-    /// the kernel and read at each scrape. With --all, every current and
-    /// future process of the binary. SIGINT or SIGTERM detaches everything.
+    /// `usdt_latency_seconds{binary,start,end}` as a histogram (with a BY,
+    /// one per value: `by`, `value`), counted in the kernel and read at
+    /// each scrape. With --all, every current and future process of the
+    /// binary. SIGINT or SIGTERM detaches everything.
     #[command(after_help = "\
 Examples:
   sudo usdt serve --listen 127.0.0.1:9464 --all ./server
   sudo usdt serve --listen :9464 --all ./server 'http:*' --latency http:request_start,http:request_done,id
+  sudo usdt serve --listen :9464 --all ./server --latency http:request_start,http:request_done,id,path --top 20
 
 Prometheus scrapes it with
   scrape_configs:
@@ -390,7 +396,8 @@ pub(crate) struct LatencyArgs {
     #[arg(long = "if-end", id = "if_end", value_name = "EXPR", value_parser = parse_if_end, allow_hyphen_values = true)]
     pub(crate) if_end: Option<Filter>,
     /// One JSON object: count, unmatched, lost_starts, buckets, p50_ns,
-    /// p90_ns, p99_ns, max_ns.
+    /// p90_ns, p99_ns, max_ns (with --by, after one per value printed and
+    /// one for the others).
     #[arg(long)]
     pub(crate) json: bool,
     /// Also draw the histogram as an SVG picture.

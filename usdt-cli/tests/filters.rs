@@ -387,6 +387,48 @@ fn latency_by_path_gives_each_path_its_own_wait() {
     assert!(text.contains("\nall: count 12  p50 "), "{text}");
 }
 
+/// The map of values holds 1,024: the pairs of the values after them are
+/// in the total and in "other", said apart.
+#[test]
+fn values_past_the_full_map_are_other() {
+    if !ready(&[ROOT]) {
+        return;
+    }
+    let program = outside("requests");
+    let out = usdt(&[
+        "latency",
+        "http:request_start",
+        "http:request_done",
+        "--key",
+        "id",
+        "--by",
+        "id",
+        "--top",
+        "3",
+        "--json",
+        "--",
+        program.to_str().unwrap(),
+        "count",
+        "1100",
+    ]);
+    let text = stdout(&out);
+    let objects: Vec<Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let [a, b, c, other, total] = &objects[..] else {
+        panic!("{text}");
+    };
+    for v in [a, b, c] {
+        assert_eq!(v["count"], 1, "{v}");
+    }
+    assert_eq!(other["values_not_kept"], 1100 - 1024, "{other}");
+    assert_eq!(other["other_values"], 1024 - 3, "{other}");
+    assert_eq!(other["count"], 1100 - 3, "{other}");
+    assert_eq!(total["count"], 1100, "{total}");
+}
+
 /// The BPF ring holds one page (some 20 records): the program's 20,000
 /// hits, as fast as they go, overflow it; with a filter that passes 10 of
 /// them, none is lost and exactly those 10 are read.

@@ -286,18 +286,7 @@ impl Aggregation {
         key: LatencyKey,
         point: AttachPoint,
     ) -> Result<Aggregation, Error> {
-        if start == end {
-            return Err(Error::SameProbe {
-                probe: start.into(),
-            });
-        }
-        let what = What::Latency {
-            start: start.into(),
-            end: end.into(),
-            key,
-            by: None,
-        };
-        Aggregation::new(AggKind::Latency, what, point)
+        Aggregation::latency_of(start, end, key, None, point)
     }
 
     /// [`Aggregation::latency`], with a histogram per value of note
@@ -314,22 +303,39 @@ impl Aggregation {
         signed: bool,
         point: AttachPoint,
     ) -> Result<Aggregation, Error> {
+        let by = By {
+            arg: by,
+            strings,
+            signed,
+        };
+        Aggregation::latency_of(start, end, key, Some(by), point)
+    }
+
+    fn latency_of(
+        start: &str,
+        end: &str,
+        key: LatencyKey,
+        by: Option<By>,
+        point: AttachPoint,
+    ) -> Result<Aggregation, Error> {
         if start == end {
             return Err(Error::SameProbe {
                 probe: start.into(),
             });
         }
+        let kind = match by {
+            Some(by) => AggKind::LatencyBy {
+                strings: by.strings,
+            },
+            None => AggKind::Latency,
+        };
         let what = What::Latency {
             start: start.into(),
             end: end.into(),
             key,
-            by: Some(By {
-                arg: by,
-                strings,
-                signed,
-            }),
+            by,
         };
-        Aggregation::new(AggKind::LatencyBy { strings }, what, point)
+        Aggregation::new(kind, what, point)
     }
 
     /// A log2 histogram of note operand `arg` of the attached sites.
@@ -448,7 +454,7 @@ impl Aggregation {
     fn aggregated<'s>(
         &self,
         site: &'s Site,
-        binders: &[Option<Binder<'_>>; 2],
+        binders: &[Option<Binder>; 2],
     ) -> Result<AggregateSite<'s>, Error> {
         let probe = site.probe();
         let (role, arg, string, by) = match &self.what {

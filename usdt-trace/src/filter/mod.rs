@@ -102,21 +102,24 @@ impl Filter {
 
     /// The filter for the sites of the file at `path`: its names looked
     /// up in this filter's signatures and the file's records.
-    pub(crate) fn binder(&self, path: &Path) -> Binder<'_> {
+    pub(crate) fn binder(&self, path: &Path) -> Binder {
         let mut sigs = self.0.sigs.clone();
         sigs.add_file(path);
-        Binder { filter: self, sigs }
+        Binder {
+            filter: self.clone(),
+            sigs,
+        }
     }
 }
 
 /// A [`Filter`] with the signatures of one file, binding its sites.
 #[derive(Debug)]
-pub(crate) struct Binder<'a> {
-    filter: &'a Filter,
+pub(crate) struct Binder {
+    filter: Filter,
     sigs: Signatures,
 }
 
-impl Binder<'_> {
+impl Binder {
     /// The filter bound to `site`.
     pub(crate) fn bind(&self, site: &Site) -> Result<SiteFilter, FilterError> {
         bind::bind(&self.filter.0.expr, site, &self.sigs)

@@ -43,14 +43,14 @@
 //!
 //! [`Operand::Unreadable`]: crate::Operand::Unreadable
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::elf::note::Site;
 use crate::engine::bpf::sampling::BpfSampling;
-use crate::filter::Filter;
+use crate::filter::{Binder, Filter};
 use crate::engine::perf::sampling::PerfSampling;
 use crate::engine::{attach_first, path_cstring, Engine, EngineKind, Picked, SampleSite, Uprobe};
 use crate::glob::glob_match;
@@ -110,8 +110,10 @@ pub struct Sampler {
     stacks: Option<Stacks>,
     /// The engine, from the first attach on.
     engine: Option<Box<dyn Engine>>,
-    /// The filter every hit must pass ([`Sampler::filter`]).
+    /// The filter every hit must pass ([`Sampler::filter`]), and its
+    /// binder for each file attached (which read the file's records).
     filter: Option<Filter>,
+    binders: HashMap<PathBuf, Binder>,
     /// Hits counted but never sampled (known after a drain).
     unsampled: u64,
     /// Sample records read so far.
@@ -144,6 +146,7 @@ impl Sampler {
             stacks: None,
             engine: None,
             filter: None,
+            binders: HashMap::new(),
             unsampled: 0,
             seen: 0,
             pending: vec![],
@@ -348,7 +351,12 @@ impl Sampler {
     ) -> Result<(), Error> {
         let first = self.plans.len();
         let mut chosen = vec![];
-        let binder = self.filter.as_ref().map(|f| f.binder(path));
+        if let Some(filter) = &self.filter {
+            if !self.binders.contains_key(path) {
+                self.binders.insert(path.into(), filter.binder(path));
+            }
+        }
+        let binder = self.binders.get(path);
         for site in sites {
             let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path, target)?;
             if !self.attached.insert((path.into(), uprobe.offset, target)) {

@@ -414,46 +414,53 @@ fn maps_by_words(maps: &Maps) -> i16 {
 /// histogram made from the zeroed one (a pair whose new value finds the
 /// map full counts in [`BY_FULL`]); then to `done`.
 fn by_histogram(a: &mut Asm, maps: &Maps, done: Label) {
-    let insert = a.label();
     let full = a.label();
-    let lookup = |a: &mut Asm| {
-        a.push(load_map_fd(R1, maps.by));
+    let zeroed = |a: &mut Asm| {
+        a.push([mov64_imm(R1, 0), store32(R10, ZERO_KEY_AT, R1)]);
+        a.push(load_map_fd(R1, maps.zero));
         a.push([
             mov64_reg(R2, R10),
-            add64_imm(R2, BY_KEY_AT.into()),
+            add64_imm(R2, ZERO_KEY_AT.into()),
             call(MAP_LOOKUP_ELEM),
         ]);
+        a.jump_if(R0, Cmp::Eq, 0, done);
+        a.push([mov64_reg(R3, R0)]);
     };
-    lookup(a);
-    a.jump_if(R0, Cmp::Eq, 0, insert);
-    a.push([mov64_reg(R7, R0)]);
-    record_into(a);
-    a.jump(done);
-    a.bind(insert);
-    a.push([mov64_imm(R1, 0), store32(R10, ZERO_KEY_AT, R1)]);
-    a.push(load_map_fd(R1, maps.zero));
-    a.push([
-        mov64_reg(R2, R10),
-        add64_imm(R2, ZERO_KEY_AT.into()),
-        call(MAP_LOOKUP_ELEM),
-    ]);
-    a.jump_if(R0, Cmp::Eq, 0, done);
-    a.push([mov64_reg(R3, R0)]);
-    a.push(load_map_fd(R1, maps.by));
-    a.push([
-        mov64_reg(R2, R10),
-        add64_imm(R2, BY_KEY_AT.into()),
-        mov64_imm(R4, BPF_NOEXIST),
-        call(MAP_UPDATE_ELEM),
-    ]);
-    // Inserted, or meanwhile by another CPU (EEXIST); else the map is full.
-    lookup(a);
-    a.jump_if(R0, Cmp::Eq, 0, full);
+    find_or_insert(a, maps.by, BY_KEY_AT, &zeroed, full);
     a.push([mov64_reg(R7, R0)]);
     record_into(a);
     a.jump(done);
     a.bind(full);
     stat_add(a, maps, BY_FULL, done);
+}
+
+/// `r0 = ` the value of the key at `r10 + at` in the hash `map`, inserted
+/// first when new (from the value `initial` points r3 at); to `full` when
+/// the map has no room for it. Another CPU may insert the same key
+/// meanwhile (`EEXIST`): the second lookup finds it.
+fn find_or_insert(a: &mut Asm, map: i32, at: i16, initial: &dyn Fn(&mut Asm), full: Label) {
+    let found = a.label();
+    let lookup = |a: &mut Asm| {
+        a.push(load_map_fd(R1, map));
+        a.push([
+            mov64_reg(R2, R10),
+            add64_imm(R2, at.into()),
+            call(MAP_LOOKUP_ELEM),
+        ]);
+    };
+    lookup(a);
+    a.jump_if(R0, Cmp::Ne, 0, found);
+    initial(a);
+    a.push(load_map_fd(R1, map));
+    a.push([
+        mov64_reg(R2, R10),
+        add64_imm(R2, at.into()),
+        mov64_imm(R4, BPF_NOEXIST),
+        call(MAP_UPDATE_ELEM),
+    ]);
+    lookup(a);
+    a.jump_if(R0, Cmp::Eq, 0, full);
+    a.bind(found);
 }
 
 /// r7 = this CPU's `stats` value; to `done` if the lookup fails.
@@ -522,38 +529,19 @@ fn record_into(a: &mut Asm) {
     ]);
 }
 
-/// `values[key at r10 + at] += 1`, inserting 1 for a new key; a value lost
-/// to a full map is counted in `stats`. Then to `done`.
+/// `values[key at r10 + at] += 1`, inserting 0 for a new key first; a
+/// value lost to a full map is counted in `stats`. Then to `done`.
 fn count_key(a: &mut Asm, maps: &Maps, at: i16, done: Label) {
-    let insert = a.label();
     let lost = a.label();
-    let lookup = |a: &mut Asm| {
-        a.push(load_map_fd(R1, maps.values));
+    let zero = |a: &mut Asm| {
         a.push([
-            mov64_reg(R2, R10),
-            add64_imm(R2, at.into()),
-            call(MAP_LOOKUP_ELEM),
+            mov64_imm(R1, 0),
+            store(Size::DW, R10, VALUE_AT, R1),
+            mov64_reg(R3, R10),
+            add64_imm(R3, VALUE_AT.into()),
         ]);
     };
-    lookup(a);
-    a.jump_if(R0, Cmp::Eq, 0, insert);
-    a.push([mov64_imm(R1, 1), atomic_add64(R0, 0, R1)]);
-    a.jump(done);
-    a.bind(insert);
-    a.push([mov64_imm(R1, 1), store(Size::DW, R10, VALUE_AT, R1)]);
-    a.push(load_map_fd(R1, maps.values));
-    a.push([
-        mov64_reg(R2, R10),
-        add64_imm(R2, at.into()),
-        mov64_reg(R3, R10),
-        add64_imm(R3, VALUE_AT.into()),
-        mov64_imm(R4, BPF_NOEXIST),
-        call(MAP_UPDATE_ELEM),
-    ]);
-    a.jump_if(R0, Cmp::Eq, 0, done);
-    // Inserted meanwhile by another CPU (EEXIST), or the map is full.
-    lookup(a);
-    a.jump_if(R0, Cmp::Eq, 0, lost);
+    find_or_insert(a, maps.values, at, &zero, lost);
     a.push([mov64_imm(R1, 1), atomic_add64(R0, 0, R1)]);
     a.jump(done);
     a.bind(lost);

@@ -113,12 +113,7 @@ impl MultiCounter {
         if sites.is_empty() {
             return Ok(());
         }
-        if let Some(s) = sites.iter().find(|s| s.slot >= self.slots) {
-            return Err(BpfError::SlotOutOfRange {
-                slot: s.slot,
-                slots: self.slots,
-            });
-        }
+        self.check_slots(sites)?;
         let triples: Vec<(u64, u64, u64)> = sites
             .iter()
             .map(|s| (s.offset, s.ref_ctr_offset.unwrap_or(0), u64::from(s.slot)))
@@ -147,12 +142,7 @@ impl MultiCounter {
         if sites.is_empty() {
             return Ok(());
         }
-        if let Some(s) = sites.iter().find(|s| s.slot >= self.slots) {
-            return Err(BpfError::SlotOutOfRange {
-                slot: s.slot,
-                slots: self.slots,
-            });
-        }
+        self.check_slots(sites)?;
         let count = count_program(self.map.as_raw_fd());
         let insns = filtered(variants, count).map_err(|log| BpfError::Verifier {
             program: "usdt_count_if".into(),
@@ -175,6 +165,17 @@ impl MultiCounter {
             sites: sites.len(),
         });
         Ok(())
+    }
+
+    /// Every site's slot must be one of the counter's.
+    fn check_slots(&self, sites: &[MultiSite]) -> Result<(), BpfError> {
+        match sites.iter().find(|s| s.slot >= self.slots) {
+            Some(s) => Err(BpfError::SlotOutOfRange {
+                slot: s.slot,
+                slots: self.slots,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The attached files and how many sites of each, in attach order.
