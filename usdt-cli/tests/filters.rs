@@ -59,6 +59,14 @@ fn requests(text: &str) -> Vec<Request> {
         .collect()
 }
 
+/// The JSON objects of the output, one a line.
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// `provider:name N` of `usdt count`'s output.
 fn counted(text: &str, probe: &str) -> u64 {
     text.lines()
@@ -124,6 +132,63 @@ fn count_if_counts_exactly_the_hits_that_matched() {
             "{filter}: a filter that drops nothing tests nothing"
         );
     }
+    // In the aggregating program: counts per value, a histogram.
+    let out = usdt(&[
+        "count",
+        "--by",
+        "status",
+        "--if",
+        "bytes < 0",
+        "http:request_done",
+        "--",
+        p,
+        "count",
+        "800",
+    ]);
+    let text = stdout(&out);
+    let reqs = requests(&text);
+    let mut expected: Vec<(u64, String)> = [200u16, 201, 404, 500, 503]
+        .iter()
+        .map(|st| {
+            let n = reqs
+                .iter()
+                .filter(|r| r.bytes < 0 && r.status == *st)
+                .count() as u64;
+            (n, st.to_string())
+        })
+        .filter(|(n, _)| *n > 0)
+        .collect();
+    expected.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let rows: Vec<(u64, String)> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("http:request_done by status"))
+        .skip(1)
+        .filter_map(|l| {
+            let (n, v) = l.trim_start().split_once("  ")?;
+            Some((n.parse().ok()?, v.to_string()))
+        })
+        .collect();
+    assert_eq!(rows, expected, "{text}");
+    let out = usdt(&[
+        "hist",
+        "--json",
+        "--if",
+        r#"path == "/health""#,
+        "http:request_start",
+        "id",
+        "--",
+        p,
+        "count",
+        "800",
+    ]);
+    let text = stdout(&out);
+    let health = requests(&text)
+        .iter()
+        .filter(|r| r.path == "/health")
+        .count();
+    let line = text.lines().rfind(|l| l.starts_with('{')).unwrap();
+    let v: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["count"], health as u64, "{v}");
     // Both probes have an `id`: each counts its own.
     let out = usdt(&[
         "count", "--if", "id < 100", "http:*", "--", p, "count", "500",
@@ -303,11 +368,7 @@ fn latency_by_path_gives_each_path_its_own_wait() {
         &rounds.to_string(),
     ]);
     let text = stdout(&out);
-    let objects: Vec<Value> = text
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let objects = json_lines(&text);
     let mut buckets = vec![];
     for line in text.lines().filter(|l| l.starts_with("path ")) {
         // `path PATH requests N median_ns M`
@@ -412,11 +473,7 @@ fn values_past_the_full_map_are_other() {
         "1100",
     ]);
     let text = stdout(&out);
-    let objects: Vec<Value> = text
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let objects = json_lines(&text);
     let [a, b, c, other, total] = &objects[..] else {
         panic!("{text}");
     };

@@ -415,17 +415,7 @@ fn maps_by_words(maps: &Maps) -> i16 {
 /// map full counts in [`BY_FULL`]); then to `done`.
 fn by_histogram(a: &mut Asm, maps: &Maps, done: Label) {
     let full = a.label();
-    let zeroed = |a: &mut Asm| {
-        a.push([mov64_imm(R1, 0), store32(R10, ZERO_KEY_AT, R1)]);
-        a.push(load_map_fd(R1, maps.zero));
-        a.push([
-            mov64_reg(R2, R10),
-            add64_imm(R2, ZERO_KEY_AT.into()),
-            call(MAP_LOOKUP_ELEM),
-        ]);
-        a.jump_if(R0, Cmp::Eq, 0, done);
-        a.push([mov64_reg(R3, R0)]);
-    };
+    let zeroed = |a: &mut Asm| first_value(a, maps.zero, R3, done);
     find_or_insert(a, maps.by, BY_KEY_AT, &zeroed, full);
     a.push([mov64_reg(R7, R0)]);
     record_into(a);
@@ -465,15 +455,21 @@ fn find_or_insert(a: &mut Asm, map: i32, at: i16, initial: &dyn Fn(&mut Asm), fu
 
 /// r7 = this CPU's `stats` value; to `done` if the lookup fails.
 fn stats_value(a: &mut Asm, maps: &Maps, done: Label) {
+    first_value(a, maps.stats, R7, done);
+}
+
+/// `dst = ` the value of key 0 of the array `map` (this CPU's, for a
+/// per-CPU array); to `done` if the lookup fails.
+fn first_value(a: &mut Asm, map: i32, dst: Reg, done: Label) {
     a.push([mov64_imm(R1, 0), store32(R10, ZERO_KEY_AT, R1)]);
-    a.push(load_map_fd(R1, maps.stats));
+    a.push(load_map_fd(R1, map));
     a.push([
         mov64_reg(R2, R10),
         add64_imm(R2, ZERO_KEY_AT.into()),
         call(MAP_LOOKUP_ELEM),
     ]);
     a.jump_if(R0, Cmp::Eq, 0, done);
-    a.push([mov64_reg(R7, R0)]);
+    a.push([mov64_reg(dst, R0)]);
 }
 
 /// `stats[slot] += 1`, then to `done`.
