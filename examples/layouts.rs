@@ -1,6 +1,6 @@
-//! A probe site of whichever layout this build emits (`nop; nop5` by
-//! default, `nop; nop10` with the `nop10` feature, `nop; nop5; nop10` with
-//! `nop5-nop10`), for the tests that attach at each of its instructions.
+//! A probe site of whichever layout this build emits (`nop; nop5; nop10` by
+//! default, `nop; nop5` with the `nop5` feature, `nop; nop10` with
+//! `nop10`), for the tests that attach at each of its instructions.
 //!
 //! `layouts N` fires `lay:tick` N times (argument: the iteration) and
 //! prints the sum of the arguments. `layouts N wait` prints `ready`, waits

@@ -1,8 +1,9 @@
 //! USDT probes for Rust: static tracepoints that bpftrace, gdb, perf, libbpf
 //! and this project's `usdt` command attach to, as they attach to probes
-//! written with C's `sys/sdt.h`. Untraced, a probe costs its two nops; traced
-//! on Linux 6.18 or later, a uprobe on its `nop5` takes the kernel's
-//! optimized path.
+//! written with C's `sys/sdt.h`. Untraced, a probe costs its three nops;
+//! traced on Linux 6.18 or later, a uprobe on the long nop that kernel
+//! optimizes (its `nop5`, or from 7.2.6 and 7.3 its `nop10`) takes the
+//! kernel's optimized path.
 //!
 //! The package is `usdt-probes`; its library is named `usdt`:
 //!
@@ -191,7 +192,7 @@ pub use usdt_macros::provider;
 
 /// Fires an ad-hoc probe: `usdt::probe!(provider, name, args...)`.
 ///
-/// No declaration and no semaphore: the site is the two nops and the note.
+/// No declaration and no semaphore: the site is its nops and the note.
 /// Arguments are integers, `bool`, `char`, floats, raw pointers, `&CStr` and
 /// `CString`, evaluated once. Strings need a provider probe (which copies
 /// them while traced), and a reference is passed as a raw pointer
@@ -337,7 +338,7 @@ pub use usdt_macros::ProbeArg;
 ///
 /// | target | `SITE_LAYOUT` | bytes at Location |
 /// |---|---|---|
-/// | x86-64 (Linux and other ELF systems) | [`SiteLayout::NopNop5`]; [`SiteLayout::NopNop10`] with the `nop10` feature; [`SiteLayout::NopNop5Nop10`] with `nop5-nop10` | `90 0f 1f 44 00 00`; `90 66 2e 0f 1f 84 00 00 00 00 00`; both long nops after the `90` |
+/// | x86-64 (Linux and other ELF systems) | [`SiteLayout::NopNop5Nop10`]; [`SiteLayout::NopNop5`] with the `nop5` feature alone; [`SiteLayout::NopNop10`] with `nop10` alone | `90 0f 1f 44 00 00 66 2e 0f 1f 84 00 00 00 00 00`; `90 0f 1f 44 00 00`; `90 66 2e 0f 1f 84 00 00 00 00 00` |
 /// | aarch64 (ELF) | [`SiteLayout::Nop`] | `1f 20 03 d5` |
 /// | riscv64 (ELF) | [`SiteLayout::Nop`] | `13 00 00 00` |
 /// | anything else: Windows, macOS, wasm, 32-bit targets | [`SiteLayout::NoSite`] | no site and no note |
@@ -346,7 +347,8 @@ pub use usdt_macros::ProbeArg;
 /// on x86-64) and one `NT_STAPSDT` note whose Location points at the first
 /// `nop`. Every tracer may attach there: every kernel emulates a uprobe on a
 /// `nop`. On x86-64, Linux 6.18 to 7.2 optimize a uprobe on the `nop5`
-/// (Location + 1), the 7.3 series one on a `nop10`, into a `call` that
+/// (Location + 1), the 7.3 series one on the `nop10` (Location + 6, or + 1
+/// in a `nop10` build), into a `call` that
 /// enters the kernel by `syscall` instead of a trap
 /// ([`KernelFeatures::optimized_offset`]). The site never lets the compiler
 /// keep data in the red zone below the stack pointer, where that `call`

@@ -6,14 +6,14 @@
 //! semaphore in the library's mapping).
 
 use usdt_test_support::cdylib::{built, LIB};
-use usdt_test_support::notes::{check_notes, Expected};
+use usdt_test_support::notes::{check_notes, Expected, DEFAULT_LAYOUT};
 use usdt_test_support::{ready, tracing_env, CC, ROOT};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use usdt_trace::{AttachPoint, PerfCounter, SiteLayout, Target};
+use usdt_trace::{AttachPoint, PerfCounter, Target};
 
 const FIRES: u64 = 10;
 
@@ -29,7 +29,7 @@ fn expected() -> Expected {
 #[test]
 fn cdylib_notes() {
     let lib = &built().lib;
-    let probes = check_notes(lib, &expected(), SiteLayout::NopNop5, LIB);
+    let probes = check_notes(lib, &expected(), DEFAULT_LAYOUT, LIB);
     assert_eq!(probes.elf_type, 3, "a shared object");
 }
 

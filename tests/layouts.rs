@@ -1,10 +1,10 @@
-//! The `nop; nop5; nop10` site (feature `nop5-nop10`, `examples/layouts.rs`)
-//! against real uprobes on this kernel (Linux 6.18, `syscall(336)` says
-//! ENXIO: it optimizes the nop5 and refuses a uprobe on the nop10), and the
+//! The default `nop; nop5; nop10` site (`examples/layouts.rs`) against real
+//! uprobes on this kernel (Linux 6.18, `syscall(336)` says ENXIO: it
+//! optimizes the nop5 and refuses a uprobe on the nop10), and the
 //! recognition of an optimized site (`usdt_trace::site_rewrite`) on a site
 //! the kernel rewrites while the test watches.
 //!
-//! | attach at | default build (`nop; nop5`) | `nop; nop5; nop10` build |
+//! | attach at | `nop5` build (`nop; nop5`) | default build (`nop; nop5; nop10`) |
 //! |---|---|---|
 //! | Location (the nop) | exact, site untouched | exact, site untouched |
 //! | Location + 1 (the nop5) | exact, rewritten to `call` into `[uprobes-trampoline]` | the same |
@@ -148,7 +148,7 @@ fn enxio_kernel() -> bool {
 
 #[test]
 fn the_two_nop_site_is_read_with_its_nop_first() {
-    let exe = build(Some("nop5-nop10"));
+    let exe = build(None);
     let out = Command::new(&exe).arg("3").output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -170,7 +170,7 @@ fn each_offset_of_the_two_nop_site_on_this_kernel() {
     if !enxio_kernel() {
         return;
     }
-    let exe = build(Some("nop5-nop10"));
+    let exe = build(None);
     let features = KernelFeatures::detect();
     let site = &tick_sites(&exe)[0];
     // `--attach next` takes the long nop this kernel optimizes: the nop5.
@@ -209,14 +209,14 @@ impl Paused {
     }
 }
 
-/// The recognition on the default build: a site optimized live reads as a
+/// The recognition on a `nop5` build: a site optimized live reads as a
 /// call into the trampoline; attached at the nop it reads as the nop5.
 #[test]
 fn an_optimized_nop5_site_is_recognised_live() {
     if !enxio_kernel() {
         return;
     }
-    let exe = build(None);
+    let exe = build(Some("nop5"));
     assert_eq!(tick_sites(&exe)[0].layout, SiteLayout::NopNop5);
     let (hits, nop5, optimized) = count_at(&exe, AttachPoint::Next, (1, SiteLayout::NopNop5));
     assert_eq!(hits, N);
@@ -242,7 +242,7 @@ fn bpftrace_and_gdb_read_the_two_nop_site() {
     if !usdt_provision::ready(&[ROOT, tracefs, bpftrace, gdb]) {
         return;
     }
-    let exe = build(Some("nop5-nop10"));
+    let exe = build(None);
     let exe_s = exe.to_str().unwrap();
     let out = Command::new("bpftrace")
         .args([

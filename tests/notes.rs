@@ -3,7 +3,7 @@
 //! site, `.stapsdt.base`, and the semaphores (`check_notes`, which
 //! `tests/shapes.rs` runs in more build shapes).
 
-use usdt_test_support::notes::{check_notes, expected};
+use usdt_test_support::notes::{check_notes, expected, DEFAULT_LAYOUT};
 use usdt_test_support::shapes::{self, Shape, EXAMPLES};
 
 use usdt_trace::SiteLayout;
@@ -12,7 +12,7 @@ fn check(shape: Shape) {
     let layout = if shape == Shape::Nop10 {
         SiteLayout::NopNop10
     } else {
-        SiteLayout::NopNop5
+        DEFAULT_LAYOUT
     };
     for example in EXAMPLES {
         let path = shapes::example(example, shape);

@@ -10,7 +10,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use usdt_trace::SiteLayout;
 
 /// The program; `FACADE` is the name the program gives the dependency and
 /// `/*crate*/` where the renamed program says it.
@@ -157,8 +156,12 @@ fn builds_and_notes_are_right(dependency: Dependency) {
     .into_iter()
     .collect();
     let what = format!("{dependency:?}");
-    let probes =
-        usdt_test_support::notes::check_notes(&program, &expected, SiteLayout::NopNop5, &what);
+    let probes = usdt_test_support::notes::check_notes(
+        &program,
+        &expected,
+        usdt_test_support::notes::DEFAULT_LAYOUT,
+        &what,
+    );
     let data = std::fs::read(&program).unwrap();
     usdt_test_support::signatures::check_signatures(&program, &data, &probes, &what);
     let mut signatures: Vec<String> = usdt_trace::read_signatures(&data)

@@ -20,19 +20,19 @@ use usdt_test_support::cell::{
     OZ_FAT_GNU_LD,
 };
 use usdt_test_support::counting::{check_redzone, check_types, count_run};
-use usdt_test_support::notes::{check_notes, expected};
+use usdt_test_support::notes::{check_notes, expected, DEFAULT_LAYOUT};
 use usdt_test_support::{ready_part, run_ok, tracing_env, BPFTRACE, ROOT, TRACEFS};
 
 use std::collections::BTreeMap;
 use std::process::Command;
-use usdt_trace::{AttachPoint, SiteLayout};
+use usdt_trace::AttachPoint;
 
 fn check(cell: Cell) {
     let what = cell.describe();
     for bin in CELL_BINS {
         let path = cell.bin(bin);
         let what = format!("{bin} ({what})");
-        let probes = check_notes(&path, &expected(bin), SiteLayout::NopNop5, &what);
+        let probes = check_notes(&path, &expected(bin), DEFAULT_LAYOUT, &what);
         // ET_EXEC for a non-PIE executable, ET_DYN for a PIE one.
         let want = if cell.non_pie { 2 } else { 3 };
         assert_eq!(probes.elf_type, want, "{what}: ELF type");

@@ -1,26 +1,38 @@
-//! The answers section: what an answer costs per hit when the kernel
-//! aggregates it, beside plain counting and bpftrace's hand-written
-//! latency script, in one run; and the CPU `usdt serve` uses between
-//! scrapes.
+//! The answers section: what a hit costs when an engine counts, samples
+//! or aggregates it, beside the kernel's floor (an empty BPF program on the
+//! same sites through the same kind of link), plain counting and
+//! bpftrace's hand-written latency script, in one run; and the CPU `usdt
+//! serve` uses between scrapes.
 //!
 //! One loop fires `answers:start(id, kind)` then `answers:done(id, kind)`
 //! (two hits per iteration, `kind` = id % 8). Each row attaches one way to
-//! this process, times the same number of iterations, and detaches; a
-//! row's cost per hit is its time per iteration minus the idle loop's,
+//! this process, times batches of 1,000 iterations (about a millisecond:
+//! many run without the machine's other work interrupting them), checks
+//! that every hit was seen, and detaches; the rows take turns, once per
+//! round, and a row's time per iteration is its least over every batch of
+//! every round. A row's cost per hit is that time minus the idle loop's,
 //! halved. Rows:
 //!
+//! - `empty program`: `r0 = 0; exit` on both sites, at the nop and at the
+//!   long nop, by one perf event per site (`uprobe`) and by one
+//!   uprobe_multi link: the floor;
 //! - `count`: usdt-trace's per-probe counter (one BPF uprobe_multi link);
+//!   `count (perf)`: one perf counter per site;
 //! - `count --by kind`: a hash map of `kind` values to counts;
 //! - `latency --key id`: start times by id in a hash map, a log2 histogram;
 //! - `latency (tid, nop)`: keyed by thread and attached at the nop, as
 //!   bpftrace places its uprobes;
+//! - `hist kind`: a log2 histogram of `kind`;
+//! - `trace` and `trace --stack`, with the engine `usdt trace` picks and
+//!   with `--engine perf`: a record of every hit read by the tracer
+//!   between batches, with the stack unwound for the second
+//!   (`sampled.rs`);
 //! - `bpftrace @start/hist()`: `@start[tid] = nsecs` and
-//!   `@h = hist(nsecs - @start[tid]); delete(@start[tid])`;
-//! - `trace` and `trace --stack`: a record of every hit read by the
-//!   tracer, with the stack unwound for the second (`sampled`), and their
-//!   ratio.
+//!   `@h = hist(nsecs - @start[tid]); delete(@start[tid])`.
 //!
-//! Ratios are to `count`. `usdt serve` (the release `usdt` beside this
+//! Each row's site (where its uprobes are, read from the process's code)
+//! and link name its floor: `x floor` is its cost over that floor's. `x
+//! count` is over `count`'s. `usdt serve` (the release `usdt` beside this
 //! bench) serves every probe of this bench's executable with a latency;
 //! its CPU time is read from `/proc/PID/task/*/schedstat` over a window
 //! without scrapes, and for one scrape.
@@ -33,7 +45,8 @@ use std::time::{Duration, Instant};
 
 use usdt_provision::{Need, BPFTRACE};
 use usdt_trace::bpf::ProbeCounter;
-use usdt_trace::{read_file, Aggregation, AttachPoint, LatencyKey, Site, Target};
+use usdt_trace::floor::{EmptyProgram, LinkKind};
+use usdt_trace::{read_file, Aggregation, AttachPoint, LatencyKey, PerfCounter, Site, Target};
 
 #[usdt::provider]
 mod answers {
@@ -53,10 +66,15 @@ fn requests(n: u64) {
     }
 }
 
-/// One row: its name and its cost per hit.
+/// One row: its name, where it attached and how, and its cost per hit.
 #[derive(Clone, Debug)]
 pub struct AnswersRow {
     pub name: &'static str,
+    /// The instruction its uprobes are on: `nop`, `nop5` or `nop10`.
+    pub site: &'static str,
+    /// How its uprobes are linked: `uprobe` (a perf event per site) or
+    /// `uprobe_multi`.
+    pub link: &'static str,
     pub ns_per_hit: f64,
 }
 
@@ -71,22 +89,29 @@ pub struct Answers {
     /// `usdt serve`: CPU between scrapes (% of one CPU) and per scrape
     /// (ms), or why it was not measured.
     pub serve: Result<(f64, f64), String>,
-    /// The tracer's time per hit of `trace` and of `trace --stack`
-    /// (decoding, and unwinding and symbolizing the stack).
+    /// The tracer's time per hit of the `trace` rows (decoding, and for
+    /// `trace --stack` unwinding and symbolizing the stack).
     pub tracer: Vec<(&'static str, Duration)>,
 }
 
-/// The best (least) time per iteration of `runs` runs of `n`.
-fn ns_per_iteration(n: u64, runs: usize) -> f64 {
-    ns_per_iteration_with(n, runs, &mut || {})
+impl Answers {
+    /// The empty program's row of `link` at `site`: the floor of the rows
+    /// attached there that way.
+    pub fn floor(&self, site: &str, link: &str) -> Option<&AnswersRow> {
+        self.rows
+            .iter()
+            .find(|r| r.name == FLOOR && r.site == site && r.link == link)
+    }
 }
 
-/// [`ns_per_iteration`], calling `between` after the warm-up and after
-/// each run, untimed.
-fn ns_per_iteration_with(n: u64, runs: usize, between: &mut dyn FnMut()) -> f64 {
-    requests(n / 10); // warm: the first hit optimizes a nop5 site
-    between();
-    (0..runs)
+/// Iterations per batch: about a millisecond attached, short enough that
+/// many batches run without the machine's other work interrupting them.
+const BATCH: u64 = 1000;
+
+/// The least time per iteration over `batches` batches of `n`
+/// iterations, calling `between` after each, untimed.
+fn least_ns_per_iteration(batches: u64, n: u64, between: &mut dyn FnMut()) -> f64 {
+    (0..batches)
         .map(|_| {
             let t = Instant::now();
             requests(std::hint::black_box(n));
@@ -111,43 +136,122 @@ fn sites() -> Result<(PathBuf, Vec<Site>), String> {
     Ok((exe, sites))
 }
 
-/// Attached one way, for the time of the runs.
+/// How a row attaches.
+#[derive(Clone, Copy, Debug)]
+enum How {
+    /// The empty program, at the nop or at the long nop.
+    Floor(LinkKind, AttachPoint),
+    Count,
+    CountPerf,
+    CountBy,
+    Latency(LatencyKey, AttachPoint),
+    Hist,
+    /// A row of `sampled.rs`: a sampler of its own, drained between
+    /// batches.
+    Sampled(&'static str),
+    Bpftrace,
+}
+
+/// The empty program's rows' name.
+const FLOOR: &str = "empty program";
+/// The `trace` rows.
+const SAMPLED: [&str; 4] = crate::sampled::ROWS;
+
+const ROWS: [(&str, How); 15] = [
+    (FLOOR, How::Floor(LinkKind::PerfEvent, AttachPoint::Nop)),
+    (FLOOR, How::Floor(LinkKind::UprobeMulti, AttachPoint::Nop)),
+    (FLOOR, How::Floor(LinkKind::PerfEvent, AttachPoint::Next)),
+    (FLOOR, How::Floor(LinkKind::UprobeMulti, AttachPoint::Next)),
+    ("count", How::Count),
+    ("count (perf)", How::CountPerf),
+    ("count --by kind", How::CountBy),
+    (
+        "latency --key id",
+        How::Latency(LatencyKey::Arg { start: 0, end: 0 }, AttachPoint::Auto),
+    ),
+    (
+        "latency (tid, nop)",
+        How::Latency(LatencyKey::Thread, AttachPoint::Nop),
+    ),
+    ("hist kind", How::Hist),
+    ("bpftrace @start/hist()", How::Bpftrace),
+    (SAMPLED[0], How::Sampled(SAMPLED[0])),
+    (SAMPLED[1], How::Sampled(SAMPLED[1])),
+    (SAMPLED[2], How::Sampled(SAMPLED[2])),
+    (SAMPLED[3], How::Sampled(SAMPLED[3])),
+];
+
+/// Attached one way, for the time of a run.
 enum Attached {
+    Floor(EmptyProgram),
     Count(ProbeCounter),
-    Agg(Aggregation),
+    CountPerf(PerfCounter),
+    /// An aggregation, and how many values it counts per request.
+    Agg(Aggregation, u64),
     /// bpftrace, and its output once it exits.
     Bpftrace(Child, std::sync::mpsc::Receiver<String>),
 }
 
-fn attach(row: &str, exe: &Path, sites: &[Site]) -> Result<Attached, String> {
-    let me = Target::Pid(std::process::id());
-    let refs: Vec<&Site> = sites.iter().collect();
-    let e = |e: usdt_trace::Error| e.to_string();
-    Ok(match row {
-        "count" => {
-            Attached::Count(ProbeCounter::attach(&[(exe, refs)], AttachPoint::Auto, me).map_err(e)?)
+impl How {
+    /// How its uprobes are linked.
+    fn link(self) -> &'static str {
+        match self {
+            How::Floor(kind, _) => kind.name(),
+            How::CountPerf | How::Bpftrace => LinkKind::PerfEvent.name(),
+            // `usdt trace`'s engine: BPF where the kernel has uprobe_multi
+            // links.
+            How::Sampled(name)
+                if name.ends_with("--engine perf")
+                    || matches!(
+                        usdt_trace::bpf::uprobe_multi_support(),
+                        usdt_trace::bpf::UprobeMulti::Absent(_)
+                    ) =>
+            {
+                LinkKind::PerfEvent.name()
+            }
+            _ => LinkKind::UprobeMulti.name(),
         }
-        "count --by kind" => {
-            let mut a = Aggregation::count_by(1, false, false, AttachPoint::Auto).map_err(e)?;
+    }
+
+    fn attach(self, exe: &Path, sites: &[Site]) -> Result<Attached, String> {
+        let me = Target::Pid(std::process::id());
+        let refs: Vec<&Site> = sites.iter().collect();
+        let e = |e: usdt_trace::Error| e.to_string();
+        let aggregate = |mut a: Aggregation, per_request: u64| {
             a.attach(exe, &refs, me).map_err(e)?;
-            Attached::Agg(a)
-        }
-        "latency --key id" | "latency (tid, nop)" => {
-            let (key, point) = if row == "latency --key id" {
-                (LatencyKey::Arg { start: 0, end: 0 }, AttachPoint::Auto)
-            } else {
-                (LatencyKey::Thread, AttachPoint::Nop)
-            };
-            let mut a =
-                Aggregation::latency("answers:start", "answers:done", key, point).map_err(e)?;
-            a.attach(exe, &refs, me).map_err(e)?;
-            Attached::Agg(a)
-        }
-        _ => {
-            let (child, output) = bpftrace(exe, sites)?;
-            Attached::Bpftrace(child, output)
-        }
-    })
+            Ok::<_, String>(Attached::Agg(a, per_request))
+        };
+        Ok(match self {
+            How::Floor(kind, point) => {
+                Attached::Floor(EmptyProgram::attach(exe, sites, point, kind, me).map_err(e)?)
+            }
+            How::Count => Attached::Count(
+                ProbeCounter::attach(&[(exe, refs.clone())], AttachPoint::Auto, me).map_err(e)?,
+            ),
+            How::CountPerf => {
+                let mut c = PerfCounter::new(AttachPoint::Auto);
+                c.attach(exe, sites, me).map_err(e)?;
+                Attached::CountPerf(c)
+            }
+            How::CountBy => aggregate(
+                Aggregation::count_by(1, false, false, AttachPoint::Auto).map_err(e)?,
+                2,
+            )?,
+            How::Latency(key, point) => aggregate(
+                Aggregation::latency("answers:start", "answers:done", key, point).map_err(e)?,
+                1,
+            )?,
+            How::Hist => aggregate(
+                Aggregation::histogram_of(1, AttachPoint::Auto).map_err(e)?,
+                2,
+            )?,
+            How::Sampled(_) => return Err("a sampled row attaches itself".into()),
+            How::Bpftrace => {
+                let (child, output) = bpftrace(exe, sites)?;
+                Attached::Bpftrace(child, output)
+            }
+        })
+    }
 }
 
 /// The values of this process's semaphores of `sites`.
@@ -252,19 +356,31 @@ pub(crate) fn stop(child: &mut Child) {
 fn check_and_detach(a: Attached, pairs: u64) -> Result<(), String> {
     let e = |e: usdt_trace::Error| e.to_string();
     let seen = match a {
+        // Nothing counts the empty program's hits.
+        Attached::Floor(p) => {
+            p.detach();
+            return Ok(());
+        }
         Attached::Count(c) => c
             .probe_counts()
             .map_err(e)?
             .get("answers:done")
             .copied()
             .unwrap_or(0),
-        Attached::Agg(a) => {
+        Attached::CountPerf(c) => c
+            .probe_counts()
+            .map_err(e)?
+            .get("answers:done")
+            .copied()
+            .unwrap_or(0),
+        Attached::Agg(a, per_request) => {
             let counts = a.counts().map_err(e)?;
-            if counts.is_empty() {
+            let n = if counts.is_empty() {
                 a.histogram().map_err(e)?.count
             } else {
-                counts.iter().map(|(_, n)| n).sum::<u64>() / 2
-            }
+                counts.iter().map(|(_, n)| n).sum::<u64>()
+            };
+            n / per_request
         }
         Attached::Bpftrace(mut child, output) => {
             stop(&mut child);
@@ -285,21 +401,69 @@ fn check_and_detach(a: Attached, pairs: u64) -> Result<(), String> {
     Ok(())
 }
 
-const ROWS: [&str; 5] = [
-    "count",
-    "count --by kind",
-    "latency --key id",
-    "latency (tid, nop)",
-    "bpftrace @start/hist()",
-];
+/// A row's least time per iteration so far, where it attached, and, for a
+/// `trace` row, the tracer's time per hit in that round.
+type Best = (f64, &'static str, Option<Duration>);
 
-/// Runs the section: `quick` runs fewer iterations and a shorter serve
+/// One round of the `trace` row `name`: its sampler attached, warmed up,
+/// timed in `batches` batches, drained after each.
+fn sampled_round(
+    name: &'static str,
+    exe: &Path,
+    sites: &[Site],
+    batches: u64,
+) -> Result<Best, String> {
+    let pid = std::process::id();
+    let mut at = Err("not attached".to_string());
+    let hits = |n: u64| 2 * n * (1 + batches);
+    let time = |n: u64, drain: &mut dyn FnMut()| {
+        // Warm: the first hit optimizes a long nop.
+        requests(n);
+        at = crate::attach::attached_insn(pid, exe, &sites[0]);
+        drain();
+        least_ns_per_iteration(batches, n, drain)
+    };
+    let sampled = crate::sampled::measure(name, exe, sites, hits, time)?;
+    Ok((sampled.ns_per_iteration, at?, Some(sampled.tracer)))
+}
+
+/// Runs the section: `quick` runs fewer batches and a shorter serve
 /// window.
 pub fn run(quick: bool) -> Result<Answers, String> {
     let (exe, sites) = sites()?;
-    let n = if quick { 100_000 } else { 1_000_000 };
-    let runs = if quick { 3 } else { 5 };
-    let idle_ns = ns_per_iteration(n, runs);
+    let pid = std::process::id();
+    let (rounds, batches) = if quick { (3, 30) } else { (5, 100) };
+    let mut idle_ns = f64::MAX;
+    // Per row: its least time, where it attached, the tracer's time, or
+    // why it stopped.
+    let mut best: Vec<Result<Best, String>> =
+        ROWS.iter().map(|_| Ok((f64::MAX, "none", None))).collect();
+    for _ in 0..rounds {
+        idle_ns = idle_ns.min(least_ns_per_iteration(batches, BATCH, &mut || {}));
+        for ((_, how), row) in ROWS.iter().zip(&mut best) {
+            let Ok((least, _, _)) = row else {
+                continue;
+            };
+            let result = match how {
+                // Batches of 2,000 iterations, whose hits the ring holds
+                // with their stack copies: a quarter as many.
+                How::Sampled(name) => sampled_round(name, &exe, &sites, batches / 4),
+                _ => how.attach(&exe, &sites).and_then(|a| {
+                    // Warm: the first hit optimizes a long nop.
+                    requests(BATCH);
+                    let at = crate::attach::attached_insn(pid, &exe, &sites[0]);
+                    let ns = least_ns_per_iteration(batches, BATCH, &mut || {});
+                    check_and_detach(a, BATCH * (1 + batches))?;
+                    Ok((ns, at?, None))
+                }),
+            };
+            match result {
+                Ok(run) if run.0 < *least => *row = Ok(run),
+                Ok(_) => {}
+                Err(why) => *row = Err(why),
+            }
+        }
+    }
     let mut out = Answers {
         idle_ns,
         rows: vec![],
@@ -307,31 +471,18 @@ pub fn run(quick: bool) -> Result<Answers, String> {
         serve: Err("not run".into()),
         tracer: vec![],
     };
-    for name in ROWS {
-        match attach(name, &exe, &sites) {
-            Ok(a) => {
-                let ns = ns_per_iteration(n, runs);
-                match check_and_detach(a, n / 10 + n * runs as u64) {
-                    Ok(()) => out.rows.push(AnswersRow {
-                        name,
-                        ns_per_hit: (ns - idle_ns).max(0.0) / 2.0,
-                    }),
-                    Err(why) => out.skipped.push((name, why)),
-                }
-            }
-            Err(why) => out.skipped.push((name, why)),
-        }
-    }
-    for name in crate::sampled::ROWS {
-        let hits = |n: u64| 2 * (n / 10 + n * runs as u64);
-        let time = |n, between: &mut dyn FnMut()| ns_per_iteration_with(n, runs, between);
-        match crate::sampled::measure(name, &exe, &sites, hits, time) {
-            Ok(sampled) => {
+    for ((name, how), row) in ROWS.iter().zip(best) {
+        match row {
+            Ok((ns, site, tracer)) => {
                 out.rows.push(AnswersRow {
                     name,
-                    ns_per_hit: (sampled.ns_per_iteration - idle_ns).max(0.0) / 2.0,
+                    site,
+                    link: how.link(),
+                    ns_per_hit: (ns - idle_ns).max(0.0) / 2.0,
                 });
-                out.tracer.push((name, sampled.tracer));
+                if let Some(t) = tracer {
+                    out.tracer.push((name, t));
+                }
             }
             Err(why) => out.skipped.push((name, why)),
         }
@@ -447,30 +598,42 @@ fn serve_cpu(exe: &Path, seconds: u64) -> Result<(f64, f64), String> {
     let _ = child.wait();
     result
 }
-
 /// The section as a table.
 pub fn table(a: &Answers) -> String {
     let mut s = String::from(
-        "\nAnswers in the kernel: cost per hit (answers:start + answers:done, this process)\n",
+        "\nAnswers in the kernel: cost per hit (answers:start + answers:done, this process), \
+         beside an empty program on the same sites (the floor)\n",
     );
-    s += &format!("{:<26}{:>12}{:>12}\n", "row", "ns/hit", "x count");
     s += &format!(
-        "{:<26}{:>12.1}{:>12}\n",
-        "idle loop (per iteration)", a.idle_ns, ""
+        "{:<30}{:<7}{:<14}{:>10}{:>9}{:>9}\n",
+        "row", "site", "link", "ns/hit", "x floor", "x count"
     );
+    s += &format!("{:<51}{:>10.1}\n", "idle loop (per iteration)", a.idle_ns);
     let base = a
         .rows
         .iter()
         .find(|r| r.name == "count")
         .map(|r| r.ns_per_hit);
+    let ratio = |v: f64, b: Option<f64>| {
+        b.filter(|b| *b > 0.0)
+            .map_or("-".into(), |b| format!("{:.2}", v / b))
+    };
     for r in &a.rows {
-        let ratio = base
-            .filter(|b| *b > 0.0)
-            .map_or("-".into(), |b| format!("{:.2}", r.ns_per_hit / b));
-        s += &format!("{:<26}{:>12.1}{:>12}\n", r.name, r.ns_per_hit, ratio);
+        let floor = match r.name {
+            FLOOR => "-".into(),
+            _ => ratio(r.ns_per_hit, a.floor(r.site, r.link).map(|f| f.ns_per_hit)),
+        };
+        let count = match r.name {
+            FLOOR => "-".into(),
+            _ => ratio(r.ns_per_hit, base),
+        };
+        s += &format!(
+            "{:<30}{:<7}{:<14}{:>10.1}{:>9}{:>9}\n",
+            r.name, r.site, r.link, r.ns_per_hit, floor, count
+        );
     }
     for (name, why) in &a.skipped {
-        s += &format!("{name:<26} not measured: {why}\n");
+        s += &format!("{name:<30} not measured: {why}\n");
     }
     let per_hit = |name: &str| a.rows.iter().find(|r| r.name == name).map(|r| r.ns_per_hit);
     for (stack, trace) in crate::sampled::PAIRS {

@@ -125,6 +125,36 @@ pub fn attach(pid: u32, exe: &Path, probe: (&str, &str), at: At) -> Result<Attac
     })
 }
 
+/// Which instruction of `site` (in the executable `exe`, running as `pid`)
+/// carries a uprobe now: the first byte that differs from the file's
+/// (the `int3` of a uprobe, or the `call` of an optimized long nop). `nop`,
+/// `nop5` or `nop10`; `none` when the site reads as in the file.
+pub fn attached_insn(
+    pid: u32,
+    exe: &Path,
+    site: &usdt_trace::Site,
+) -> Result<&'static str, String> {
+    let location = site
+        .location_offset
+        .ok_or_else(|| format!("{} is not in a loaded segment", site.probe()))?;
+    let addr = runtime_address(pid, exe, location)?;
+    let len = site.layout.x86_64_bytes().map_or(6, <[u8]>::len);
+    let original = &site.bytes[..site.bytes.len().min(len)];
+    let mut now = vec![0; original.len()];
+    read_mem(pid, addr, &mut now).map_err(|e| format!("reading the site at {addr:#x}: {e}"))?;
+    Ok(
+        match (
+            now.iter().zip(original).position(|(a, b)| a != b),
+            site.layout,
+        ) {
+            (None, _) => "none",
+            (Some(0), _) => "nop",
+            (Some(1), SiteLayout::NopNop10) | (Some(6..), _) => "nop10",
+            (Some(_), _) => "nop5",
+        },
+    )
+}
+
 /// Where file offset `offset` of `exe` is mapped in process `pid`.
 fn runtime_address(pid: u32, exe: &Path, offset: u64) -> Result<u64, String> {
     use std::os::unix::fs::MetadataExt;

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 
 const N1: u64 = 1_000_000;
 const N2: u64 = 2_000_000;
-/// The `tracing` loops cost up to thousands of instructions per iteration:
-/// they run this many times fewer iterations.
+/// The `tracing` loops and the request loops cost hundreds to thousands of
+/// instructions per iteration: they run this many times fewer iterations.
 const TRACING_SCALE: u64 = 100;
 
 /// The loops counted, as (key in the JSON, program, argument of
@@ -27,6 +27,7 @@ pub fn jobs(bench: &Path, peers: Option<&Path>) -> Vec<(&'static str, PathBuf, &
         ("probe-crate", bench.to_owned(), "probe-crate"),
         ("tracing-registry", bench.to_owned(), "tracing-registry"),
         ("tracing-usdt-idle", bench.to_owned(), "tracing-usdt-idle"),
+        ("tracing-floor", bench.to_owned(), "tracing-floor"),
         ("tracing-fmt", bench.to_owned(), "tracing-fmt"),
     ];
     if let Some(peers) = peers {
@@ -48,7 +49,7 @@ pub fn available() -> Result<(), String> {
 
 /// Instructions per iteration of `program --callgrind-child LOOP N`.
 pub fn per_iteration(program: &Path, name: &str) -> Result<f64, String> {
-    let scale = if name.starts_with("tracing") {
+    let scale = if name.starts_with("tracing") || name.starts_with("requests") {
         TRACING_SCALE
     } else {
         1

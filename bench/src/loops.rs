@@ -97,6 +97,39 @@ pub fn tracing_usdt_idle(n: u64) {
     tracing_info(n);
 }
 
+/// A subscriber that wants to be asked about every callsite
+/// (`Interest::sometimes`) and enables nothing: what an untraced event costs
+/// in `tracing` itself, before any subscriber does any work.
+struct NeverEnabled;
+
+impl tracing::Subscriber for NeverEnabled {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        false
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// `tracing::info!` under [`NeverEnabled`]: `tracing`'s own dispatch, the
+/// least an event costs with `Interest::sometimes`.
+#[inline(never)]
+pub fn tracing_floor(n: u64) {
+    tracing::subscriber::set_global_default(NeverEnabled).expect("the first subscriber");
+    tracing_info(n);
+}
+
 /// `tracing::info!` with the fmt layer, writing to a sink.
 #[inline(never)]
 pub fn tracing_fmt(n: u64) {
@@ -138,6 +171,7 @@ pub fn by_name(name: &str) -> Option<fn(u64)> {
         "probe-crate" => probe_crate,
         "tracing-registry" => tracing_registry,
         "tracing-usdt-idle" => tracing_usdt_idle,
+        "tracing-floor" => tracing_floor,
         "tracing-fmt" => tracing_fmt,
         _ => return None,
     })

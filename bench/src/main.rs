@@ -18,6 +18,7 @@ mod attached_rows;
 mod callgrind;
 mod csdt;
 mod forks;
+mod layouts;
 mod loops;
 mod machine;
 mod many;
@@ -25,6 +26,7 @@ mod peers;
 mod pgbench;
 mod report;
 mod sampled;
+mod threads;
 mod timing;
 
 use std::collections::BTreeMap;
@@ -122,11 +124,15 @@ struct Options {
     answers_only: bool,
     /// Only the PostgreSQL section.
     postgres_only: bool,
+    /// Only the two-threads section.
+    threads_only: bool,
+    /// Only the site layouts' section.
+    layouts_only: bool,
     json: Option<PathBuf>,
     svg: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only | --postgres-only] [--json FILE] [--svg FILE] | bench --prepare | bench --prepare-c | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
+const USAGE: &str = "usage: bench [--quick] [--many-only | --fork-only | --answers-only | --postgres-only | --threads-only | --layouts-only] [--json FILE] [--svg FILE] | bench --prepare | bench --prepare-c | bench --attached-rows N | bench --latency-svg LATENCY.json FILE.svg";
 
 fn options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -135,6 +141,8 @@ fn options(args: &[String]) -> Result<Options, String> {
         fork_only: false,
         answers_only: false,
         postgres_only: false,
+        threads_only: false,
+        layouts_only: false,
         json: None,
         svg: None,
     };
@@ -151,6 +159,8 @@ fn options(args: &[String]) -> Result<Options, String> {
             "--fork-only" => o.fork_only = true,
             "--answers-only" => o.answers_only = true,
             "--postgres-only" => o.postgres_only = true,
+            "--threads-only" => o.threads_only = true,
+            "--layouts-only" => o.layouts_only = true,
             "--json" => o.json = Some(file()?),
             "--svg" => o.svg = Some(file()?),
             "-h" | "--help" => {
@@ -166,7 +176,8 @@ fn options(args: &[String]) -> Result<Options, String> {
 /// `--callgrind-child LOOP N`: run one loop under valgrind, nothing else.
 fn callgrind_child(args: &[String]) -> ! {
     let (Some(run), Some(Ok(n))) = (
-        args.first().and_then(|l| loops::by_name(l)),
+        args.first()
+            .and_then(|l| loops::by_name(l).or_else(|| layouts::by_name(l))),
         args.get(1).map(|n| n.parse()),
     ) else {
         eprintln!("bench: --callgrind-child LOOP N");
@@ -263,6 +274,18 @@ fn run(opts: Options) -> Result<(), String> {
         print!("{}", pgbench::table(&p));
         return Ok(());
     }
+    if opts.layouts_only {
+        let exe =
+            std::fs::canonicalize("/proc/self/exe").map_err(|e| format!("/proc/self/exe: {e}"))?;
+        let l = layouts::run(opts.plan.runs == 1, &exe, callgrind::available().is_ok());
+        print!("{}", layouts::table(&l));
+        return Ok(());
+    }
+    if opts.threads_only {
+        let t = threads::run(opts.plan.runs == 1, cannot_attach().is_none())?;
+        print!("{}", threads::table(&t));
+        return Ok(());
+    }
     let machine = machine::Machine::probe();
     let clock = machine::CpuClock::now();
     let exe =
@@ -287,6 +310,7 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let mut jobs = callgrind::jobs(&exe, peers_exe.as_deref().ok());
     let valgrind = callgrind::available();
+    let valgrind_ok = valgrind.is_ok();
     let steps = ROWS.len() * opts.plan.runs + if valgrind.is_ok() { jobs.len() } else { 0 };
     let bar = progress(steps as u64);
 
@@ -418,6 +442,16 @@ fn run(opts: Options) -> Result<(), String> {
     } else {
         Err("needs root".into())
     };
+    bar.set_message("threads");
+    if bar.is_hidden() {
+        eprintln!("bench: the two-threads section ...");
+    }
+    let threads = threads::run(opts.plan.runs == 1, no_attach.is_none());
+    bar.set_message("site layouts");
+    if bar.is_hidden() {
+        eprintln!("bench: the site layouts' section ...");
+    }
+    let layouts = layouts::run(opts.plan.runs == 1, &exe, valgrind_ok);
     bar.finish_and_clear();
     report.others = clock.others_since();
 
@@ -430,6 +464,11 @@ fn run(opts: Options) -> Result<(), String> {
         Ok(p) => print!("{}", pgbench::table(p)),
         Err(why) => println!("\nPostgreSQL under pgbench: not measured: {why}"),
     }
+    match &threads {
+        Ok(t) => print!("{}", threads::table(t)),
+        Err(why) => println!("\nTwo threads on one probe: not measured: {why}"),
+    }
+    print!("{}", layouts::table(&layouts));
     if let Some(path) = &opts.json {
         report.write_json(path)?;
         eprintln!("bench: wrote {}", path.display());

@@ -169,7 +169,10 @@ impl Report {
             String::from("# idle cost, instructions per iteration (valgrind --tool=callgrind)\n");
         let targets = [
             ("bare", "the loop alone"),
-            ("usdt", "eager, 2 register args: target <= 2 (the nops)"),
+            (
+                "usdt",
+                "eager, 2 register args: target: the site's nops only",
+            ),
             ("usdt-lazy", "semaphore-gated: target <= 4"),
             ("usdt-str", "&str arg: copies nothing while untraced"),
             ("c-sdt", "C <sys/sdt.h>, 2 args"),
@@ -182,6 +185,10 @@ impl Report {
             (
                 "tracing-usdt-idle",
                 "the same, tracing_usdt::layer() alone, untraced",
+            ),
+            (
+                "tracing-floor",
+                "the same, a Subscriber whose enabled() is false: tracing's own",
             ),
             ("tracing-fmt", "the same, the fmt layer writing to a sink"),
         ];

@@ -1,7 +1,8 @@
 //! The answers section: `bench --answers-only --quick` measures every row
 //! (each checks that every request was aggregated, bpftrace's by the sum of
 //! its histogram; `trace` and `trace --stack` that every hit was read, with
-//! its stack), their ratio, and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
+//! its stack), each beside the empty program's row of its site and link,
+//! the ratio of `trace --stack` to `trace`, and `usdt serve`'s CPU; `--latency-svg` draws a `usdt
 //! latency --json` object; `--postgres-only --quick` measures PostgreSQL
 //! under pgbench, untraced and traced. The bench is built in release in
 //! this build's target directory, as tests/bench.rs builds it.
@@ -74,20 +75,67 @@ fn every_answers_row_is_measured_with_its_ratio() {
         return;
     }
     let stdout = section(&["--answers-only", "--quick"]);
-    check_rows(
-        &stdout,
-        &[
-            "count ",
-            "count --by kind ",
-            "latency --key id ",
-            "latency (tid, nop) ",
-            "bpftrace @start/hist() ",
-            "trace ",
-            "trace --stack ",
-            "trace --engine perf ",
-            "trace --stack --engine perf ",
+    // The name is 30 columns wide; then site, link, ns/hit, x floor, x
+    // count.
+    let row = |name: &str| -> Vec<Vec<String>> {
+        stdout
+            .lines()
+            .filter(|l| l.len() > 30 && l[..30].trim_end() == name)
+            .map(|l| l[30..].split_whitespace().map(String::from).collect())
+            .collect()
+    };
+    let floors = row("empty program");
+    let mut kinds: Vec<(&str, &str)> = floors
+        .iter()
+        .map(|w| (w[0].as_str(), w[1].as_str()))
+        .collect();
+    kinds.sort();
+    let long = if floors.iter().any(|w| w[0] == "nop10") {
+        "nop10"
+    } else {
+        "nop5"
+    };
+    assert_eq!(
+        kinds,
+        [
+            ("nop", "uprobe"),
+            ("nop", "uprobe_multi"),
+            (long, "uprobe"),
+            (long, "uprobe_multi")
         ],
+        "{stdout}"
     );
+    for w in &floors {
+        assert!(w[2].parse::<f64>().unwrap() > 0.0, "{w:?}");
+    }
+    for name in [
+        "count",
+        "count (perf)",
+        "count --by kind",
+        "latency --key id",
+        "latency (tid, nop)",
+        "hist kind",
+        "bpftrace @start/hist()",
+        "trace",
+        "trace --stack",
+        "trace --engine perf",
+        "trace --stack --engine perf",
+    ] {
+        let rows = row(name);
+        let [w] = rows.as_slice() else {
+            panic!("no row {name}\n{stdout}");
+        };
+        // Its floor is a row of the same site and link.
+        assert!(
+            floors.iter().any(|f| f[..2] == w[..2]),
+            "{name}: no floor at {} by {}\n{stdout}",
+            w[0],
+            w[1]
+        );
+        let numbers: Vec<f64> = w[2..5].iter().map(|v| v.parse().unwrap()).collect();
+        assert!(numbers.iter().all(|v| *v > 0.0), "{name}: {w:?}");
+    }
+    assert!(!stdout.contains("not measured"), "{stdout}");
     // trace --stack against trace, each engine, in the same run.
     for pair in [
         "trace --stack / trace: ",

@@ -39,6 +39,14 @@ const IDLE_KEYS: [&str; 10] = [
     "tracing-fmt",
 ];
 
+/// Whether valgrind runs here.
+fn valgrind_ok() -> bool {
+    Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(env!("CARGO_MANIFEST_DIR")).arg("--quiet");
@@ -173,9 +181,67 @@ fn quick_json_has_every_row() {
         assert_eq!(fork["trampoline"], true, "{fork}");
     }
 
+    // Two threads on one probe: each row's rates and ratio; the counters
+    // count the hits of both threads.
+    let threads: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Two threads on one probe"))
+        .collect();
+    let mut names = vec!["usdt-idle", "syscall-count"];
+    if root {
+        names.extend(["empty program", "perf counter", "bpf counter"]);
+    }
+    for name in names {
+        let lines: Vec<&&str> = threads
+            .iter()
+            .filter(|l| l.len() > 16 && l[..16].trim_end() == name)
+            .collect();
+        assert!(!lines.is_empty(), "no threads row {name}\n{stdout}");
+        for line in lines {
+            let ratio = line
+                .split_whitespace()
+                .find_map(|w| w.strip_suffix('x')?.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no ratio: {line}"));
+            assert!(ratio > 0.0, "{line}");
+            assert!(!line.contains("counted"), "a counter missed hits: {line}");
+        }
+    }
+
+    // The site layouts in one binary: every loop timed; with valgrind, the
+    // two-nop site costs its 2 instructions and the three-nop one its 3.
+    let layouts: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Site layouts in one binary"))
+        .collect();
+    for what in [
+        "idle loop, no site",
+        "idle loop, nop;nop5",
+        "idle loop, nop;nop5;nop10",
+        "idle loop, this build's probe",
+        "requests, no probe",
+        "requests, 4 nop;nop5",
+        "requests, 4 nop;nop5;nop10",
+        "requests, 4 of this build's probes",
+    ] {
+        let line = layouts
+            .iter()
+            .find(|l| l.len() > 36 && l[..36].trim_end() == what)
+            .unwrap_or_else(|| panic!("no layouts row {what}\n{stdout}"));
+        let words: Vec<&str> = line[36..].split_whitespace().collect();
+        let ns: f64 = words[words.len() - 2].parse().unwrap();
+        assert!(ns > 0.0, "{line}");
+        let extra = match what {
+            "idle loop, nop;nop5" => Some("+2.00"),
+            "idle loop, nop;nop5;nop10" => Some("+3.00"),
+            _ => None,
+        };
+        if let Some(extra) = extra.filter(|_| valgrind_ok()) {
+            assert_eq!(words[1], extra, "{line}");
+        }
+    }
+
     let idle = &doc["idle_instructions"];
-    let valgrind = Command::new("valgrind").arg("--version").output();
-    if !valgrind.is_ok_and(|o| o.status.success()) {
+    if !valgrind_ok() {
         assert!(doc["idle_instructions_skipped"].is_string(), "{doc}");
         eprintln!("valgrind is not installed: idle instructions not checked");
         return;
@@ -194,8 +260,13 @@ fn quick_json_has_every_row() {
             "idle_instructions.{key} missing: {idle}"
         );
     }
-    // The eager probe with register arguments is its two nops, at most.
-    assert!(idle["usdt"].as_f64().unwrap() <= 2.0, "{idle}");
+    // The eager probe with register arguments is its site's nops, at most:
+    // the nop and one or two long nops.
+    let nops = match usdt::SITE_LAYOUT {
+        usdt::SiteLayout::NopNop5Nop10 => 3.0,
+        _ => 2.0,
+    };
+    assert!(idle["usdt"].as_f64().unwrap() <= nops, "{idle}");
     assert!(idle["usdt-lazy"].as_f64().unwrap() <= 4.0, "{idle}");
     // An untraced event costs less with tracing-usdt's layer alone than with
     // a bare Registry: the layer drops it before it is built.

@@ -477,7 +477,7 @@ fn bpftrace_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
         })
         .collect();
     let exact = o.ok() && lines == ["0 /item/0", "1 /item/1", "2 /item/2"];
-    json!({ "tool": "bpftrace", "engine": "bpftrace", "layout": "nop5", "status": o.status, "exact": exact })
+    json!({ "tool": "bpftrace", "engine": "bpftrace", "layout": crate::DEFAULT_LAYOUT.name, "status": o.status, "exact": exact })
 }
 
 /// c. gdb stops at the probe and reads an argument.
@@ -510,7 +510,7 @@ fn gdb_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
         &o,
     );
     let exact = o.ok() && o.stdout.contains("$1 = 0") && o.stdout.contains("$2 = 200");
-    json!({ "tool": "gdb", "engine": "gdb", "layout": "nop5", "status": o.status, "exact": exact })
+    json!({ "tool": "gdb", "engine": "gdb", "layout": crate::DEFAULT_LAYOUT.name, "status": o.status, "exact": exact })
 }
 
 /// f. `bench --attached-rows N`. A run whose default row trails the C row
@@ -589,8 +589,8 @@ fn row<'a>(bench: &'a Value, name: &str) -> Option<&'a Value> {
     bench["rows"].as_array()?.iter().find(|r| r["name"] == name)
 }
 
-/// The rows of the matrix, in M/s: `default` (the nop5 build's auto
-/// attach, what applications get), each layout forced at Location + 1,
+/// The rows of the matrix, in M/s: `default` (the default build's auto
+/// attach, what applications get), each layout forced at its long nop,
 /// `c-sdt-nop` and `syscall` (from the default layout's run).
 fn summary_rows(bench: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
     let mut rows = serde_json::Map::new();
@@ -598,7 +598,7 @@ fn summary_rows(bench: &serde_json::Map<String, Value>) -> serde_json::Map<Strin
         true => r["mops"].clone(),
         false => Value::Null,
     };
-    if let Some(first) = bench.get("nop5") {
+    if let Some(first) = bench.get(crate::DEFAULT_LAYOUT.name) {
         for (name, key) in [
             ("default", "default"),
             ("c-sdt-nop", "c-sdt-nop"),

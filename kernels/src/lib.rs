@@ -27,21 +27,26 @@ pub mod report;
 pub const GENERATIONS: [&str; 7] = ["5.10", "6.1", "6.12", "host", "6.19", "7.2", "7.3"];
 
 /// The site layouts the matrix builds and checks, each with the cargo
-/// feature of the `usdt` facade that selects it (`None`: the default).
+/// feature of the `usdt` facade that selects it (`None`: the default,
+/// [`DEFAULT_LAYOUT`]).
 pub const LAYOUTS: [Layout; 3] = [
     Layout {
         name: "nop5",
-        feature: None,
+        feature: Some("nop5"),
     },
     Layout {
         name: "nop10",
         feature: Some("nop10"),
     },
-    Layout {
-        name: "nop5_nop10",
-        feature: Some("nop5-nop10"),
-    },
+    DEFAULT_LAYOUT,
 ];
+
+/// The layout a build without features emits, what applications get:
+/// `nop; nop5; nop10`.
+pub const DEFAULT_LAYOUT: Layout = Layout {
+    name: "nop5_nop10",
+    feature: None,
+};
 
 /// A site layout: its name in the output and how to build it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

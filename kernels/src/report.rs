@@ -39,6 +39,13 @@ pub fn broken(row: &Value) -> Vec<String> {
     if row["fork_survives_default"] != true {
         broken.push("a forked child did not survive the default attach".into());
     }
+    // A kernel that optimizes a long nop optimizes the default build's.
+    let default = crate::DEFAULT_LAYOUT.name;
+    if matches!(errno, "ENXIO" | "EPROTO") && row["optimized"][default] == false {
+        broken.push(format!(
+            "the default build's long nop ({default}) was not optimized, on a kernel that optimizes one"
+        ));
+    }
     let accel = row["accel"].as_str().unwrap_or("kvm");
     match row["ratio_default_vs_c"].as_f64() {
         Some(r) if r >= min_ratio(accel) => {}
@@ -206,6 +213,7 @@ mod tests {
         json!({
             "kernel": "7.3.4+deb13-amd64", "accel": "tcg", "uprobe_syscall": "EPROTO",
             "counts_exact": true, "fork_survives_default": true, "ratio_default_vs_c": 0.93,
+            "optimized": {"nop5": false, "nop10": true, "nop5_nop10": true},
         })
     }
 
@@ -227,6 +235,9 @@ mod tests {
         r["fork_survives_default"] = json!(false);
         assert_eq!(broken(&r).len(), 1);
         let mut r = good();
+        r["optimized"]["nop5_nop10"] = json!(false);
+        assert!(broken(&r)[0].contains("default build's long nop"));
+        let mut r = good();
         r["ratio_default_vs_c"] = json!(0.85);
         assert!(broken(&r)[0].contains("0.85x"));
         r["accel"] = json!("kvm");
@@ -235,13 +246,13 @@ mod tests {
         assert!(!broken(&json!({"error": "qemu cannot run here"})).is_empty());
         let mut r = good();
         r["ratio_default_vs_c"] = Value::Null;
-        r["bench"] = json!({"nop5": {"rows": [
+        r["bench"] = json!({"nop5_nop10": {"rows": [
             {"name": "default", "error": null, "mops": 1.0},
             {"name": "c-sdt-nop", "error": "bench-c: Read-only file system", "mops": 0.0},
         ]}});
         assert_eq!(
             broken(&r),
-            ["the bench's default or C row did not run (nop5 c-sdt-nop: bench-c: Read-only file system)"]
+            ["the bench's default or C row did not run (nop5_nop10 c-sdt-nop: bench-c: Read-only file system)"]
         );
         let gone = json!({"kernel": "6.19.14", "unavailable": "no modules"});
         assert!(broken(&gone).is_empty());

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use usdt_test_support::c::cdemo;
 use usdt_test_support::cli::{example, raises_per_uprobe, Serve};
+use usdt_test_support::notes::DEFAULT_LAYOUT;
 use usdt_test_support::{ready, wait_for, ROOT, SDT};
 use usdt_trace::{
     auto_delta_here, fork_test, read_file_fork_guard, read_file_probes, read_process,
@@ -34,7 +35,7 @@ fn counts(tracer: &PerfCounter) -> BTreeMap<String, u64> {
 fn rust_probes_at(point: AttachPoint) -> bool {
     let exe = example("traced");
     let sites = read_file_probes(&exe).unwrap().sites;
-    assert!(sites.iter().all(|s| s.layout == SiteLayout::NopNop5));
+    assert!(sites.iter().all(|s| s.layout == DEFAULT_LAYOUT));
     // The kernel optimizes only a nop5 within one page: where the linker put
     // a site decides (4 offsets in a page), and a site across a page is
     // emulated, counted just as exactly. The trampoline needs one that is not.
@@ -63,7 +64,7 @@ fn rust_probes_at(point: AttachPoint) -> bool {
     let plus_one = match point {
         AttachPoint::Auto => {
             let guarded = read_file_fork_guard(&exe).unwrap();
-            usdt_trace::auto_delta_here(SiteLayout::NopNop5, &tracer_features(), guarded) == 1
+            usdt_trace::auto_delta_here(DEFAULT_LAYOUT, &tracer_features(), guarded) == 1
         }
         AttachPoint::Nop => false,
         AttachPoint::Next => true,
@@ -103,13 +104,13 @@ fn rust_probes_auto_counts_exactly_and_is_fork_safe_here() {
     if !ready(&[ROOT]) {
         return;
     }
-    // On this kernel (ENXIO) nop;nop5 sites are optimized at Location + 1,
+    // On this kernel (ENXIO) the sites' nop5 is optimized at Location + 1,
     // and the fork self-test finds that a forked child dies there; but a
     // Rust program carries the fork guard, which keeps the child alive, so
     // Auto attaches at Location + 1 (the trampoline appears), unless the
     // speed self-test found the trap faster on this host (then the nop).
     assert_eq!(fork_test().verdict, OptimizedFork::ChildDies);
-    let next = auto_delta_here(SiteLayout::NopNop5, &tracer_features(), true) == 1;
+    let next = auto_delta_here(DEFAULT_LAYOUT, &tracer_features(), true) == 1;
     assert_eq!(rust_probes_at(AttachPoint::Auto), next);
 }
 

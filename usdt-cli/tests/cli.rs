@@ -7,11 +7,11 @@ use std::process::{Command, Output, Stdio};
 
 use usdt_test_support::c::{build_cross, cdemo, cdemolib, nop10, CROSS_CCS};
 use usdt_test_support::cli::{example, parse_counts, Serve};
+use usdt_test_support::notes::DEFAULT_LAYOUT;
 use usdt_test_support::readelf::readelf_notes;
 use usdt_test_support::{ready, wait_for, ROOT, SDT, SETPRIV};
 use usdt_trace::{
-    auto_delta_here, read_file_probes, read_process, read_semaphore, tracer_features,
-    OptimizedFork, SiteLayout,
+    auto_delta_here, read_file_probes, read_process, read_semaphore, tracer_features, OptimizedFork,
 };
 
 fn usdt(args: &[&str]) -> Output {
@@ -154,29 +154,30 @@ fn list_agrees_with_readelf_on_rust_probes() {
     let exe = example("traced");
     list_agrees_with_readelf(&exe);
     let text = stdout(&usdt(&["list", exe.to_str().unwrap()]));
-    // Rust sites are nop;nop5; this kernel optimizes them, and a child forked
-    // after an optimized hit would die here (the fork self-test), but the
-    // program carries the fork guard, so Auto takes +1 where the speed
-    // self-test favours the optimized path, and stays at the nop where the
-    // trap measured faster.
+    // Rust sites are nop;nop5;nop10; this kernel optimizes their nop5, and
+    // a child forked after an optimized hit would die here (the fork
+    // self-test), but the program carries the fork guard, so Auto takes the
+    // long nop where the speed self-test favours the optimized path, and
+    // stays at the nop where the trap measured faster.
     let eager = text
         .lines()
         .find(|l| l.starts_with("traced:eager("))
         .unwrap();
     let features = tracer_features();
-    let words = if !features.optimizes(SiteLayout::NopNop5) {
-        "nop"
-    } else if auto_delta_here(SiteLayout::NopNop5, &features, true) == 1 {
+    let delta = auto_delta_here(DEFAULT_LAYOUT, &features, true);
+    let words = if !features.optimizes(DEFAULT_LAYOUT) {
+        "nop".to_string()
+    } else if delta != 0 {
         if features.optimized_fork == OptimizedFork::ChildSurvives {
-            "+1 (optimized)"
+            format!("+{delta} (optimized)")
         } else {
-            "+1 (guarded)"
+            format!("+{delta} (guarded)")
         }
     } else {
-        "nop (faster here)"
+        "nop (faster here)".to_string()
     };
     assert!(
-        eager.contains("nop;nop5") && eager.contains(words),
+        eager.contains(&format!(" {} ", DEFAULT_LAYOUT.name())) && eager.contains(&words),
         "{eager}"
     );
 }

@@ -13,7 +13,7 @@ use usdt_test_support::c::build_c;
 use usdt_test_support::cli::parse_counts;
 use usdt_test_support::{ready, ROOT, SDT, SETPRIV};
 use usdt_trace::bpf::{uprobe_multi_support, BpfError, MultiCounter, MultiSite, UprobeMulti};
-use usdt_trace::{read_file, AttachPoint, KernelFeatures, Site, Target};
+use usdt_trace::{read_file, AttachPoint, KernelFeatures, PerfCounter, Site, Target};
 
 /// `tests/c/multi.c` built as `name` (tests that count every process of a
 /// file each get their own copy, so that no other test's process is
@@ -494,6 +494,28 @@ fn count_all_sums_every_process_and_a_forked_child() {
     assert_eq!(counts["multi:hit"], 237, "{counts:?}");
     a.finish();
     b.finish();
+}
+
+#[test]
+fn the_perf_counter_counts_every_thread_the_process_has_when_it_attaches() {
+    if !ready(&[ROOT, SDT]) {
+        return;
+    }
+    let exe = multi("multi");
+    let mut m = Multi::start(&exe);
+    assert_eq!(m.run("pool 3"), "pooled");
+    let sites = read_file(&exe).unwrap();
+    let hit: Vec<&Site> = sites.iter().filter(|s| s.name == "hit").collect();
+    let mut counter = PerfCounter::new(AttachPoint::Auto);
+    counter.attach(&exe, hit, Target::Pid(m.pid)).unwrap();
+    // Only the pool's threads fire, none of them the process's first.
+    assert_eq!(m.run("pool-run 1000"), "done");
+    assert_eq!(counter.probe_counts().unwrap()["multi:hit"], 3000);
+    // A thread started after attaching has no event of its own.
+    assert_eq!(m.run("threads 1 10"), "done");
+    assert_eq!(counter.probe_counts().unwrap()["multi:hit"], 3000);
+    drop(counter);
+    m.finish();
 }
 
 #[test]

@@ -2,10 +2,11 @@
 //!
 //! ```text
 //! 990:  90                 nop     <- the note's Location: every tracer may attach here
-//!       0f 1f 44 00 00     nop5    <- Location + 1: where the kernel optimizes a uprobe
-//!                                     (feature `nop10`: 66 2e 0f 1f 84 00 00 00 00 00)
-//!                                     (feature `nop5-nop10`: the nop5, then the nop10
-//!                                      at Location + 6)
+//!       0f 1f 44 00 00     nop5    <- Location + 1: optimized on Linux 6.18 - 7.2
+//!       66 2e 0f 1f 84 00 00 00 00 00
+//!                          nop10   <- Location + 6: optimized on the 7.3 series
+//!       (feature `nop5` alone: the nop5 only; `nop10` alone: the nop10 only,
+//!        at Location + 1)
 //!
 //! aarch64:  1f 20 03 d5        nop     <- Location, the site
 //! riscv64:  13 00 00 00        nop     <- Location, the site (4 bytes, never `c.nop`)
@@ -211,11 +212,15 @@ fn byte_directive(bytes: &[u8]) -> String {
     format!(".byte {}", bytes.join(", "))
 }
 
-/// The x86-64 layout the cargo features choose: `nop; nop5` by default.
+/// The x86-64 layout the cargo features choose: `nop; nop5; nop10` by
+/// default (each kernel generation that optimizes a long nop finds its
+/// own), `nop; nop5` with `nop5` alone, `nop; nop10` with `nop10` alone.
 fn x86_64_layout() -> SiteLayout {
-    if cfg!(feature = "nop5-nop10") {
+    let nop5 = cfg!(feature = "nop5");
+    let nop10 = cfg!(feature = "nop10");
+    if cfg!(feature = "nop5-nop10") || nop5 == nop10 {
         SiteLayout::NopNop5Nop10
-    } else if cfg!(feature = "nop10") {
+    } else if nop10 {
         SiteLayout::NopNop10
     } else {
         SiteLayout::NopNop5

@@ -10,16 +10,17 @@ use core::sync::atomic::{AtomicU64, Ordering};
 /// The instructions at a probe site's Location.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SiteLayout {
-    /// `nop; nop5` (`90 0f 1f 44 00 00`): this project's default. Linux 6.18
-    /// to 7.2 optimize a uprobe placed at Location + 1.
+    /// `nop; nop5` (`90 0f 1f 44 00 00`): the facade's `nop5` feature, and
+    /// C probes with a hand-written nop5. Linux 6.18 to 7.2 optimize a uprobe
+    /// placed at Location + 1.
     NopNop5,
     /// `nop; nop10` (`90 66 2e 0f 1f 84 00 00 00 00 00`): the 7.3 kernel
     /// series optimizes a uprobe placed at Location + 1.
     NopNop10,
     /// `nop; nop5; nop10` (`90`, `0f 1f 44 00 00`, `66 2e 0f 1f 84 00 00 00 00
-    /// 00`): both long nops, so that each kernel generation finds the one it
-    /// optimizes, the nop5 at Location + 1 (Linux 6.18 to 7.2) or the nop10
-    /// at Location + 6 (the 7.3 series).
+    /// 00`): this project's default. Both long nops, so that each kernel
+    /// generation finds the one it optimizes, the nop5 at Location + 1 (Linux
+    /// 6.18 to 7.2) or the nop10 at Location + 6 (the 7.3 series).
     NopNop5Nop10,
     /// A single `nop`, as sys/sdt.h emits: x86 `90`; aarch64 `d503201f`
     /// (`1f 20 03 d5`); riscv64 `addi x0, x0, 0` (`13 00 00 00`, the form

@@ -49,10 +49,16 @@ pub fn expected(example: &str) -> Expected {
         .collect()
 }
 
+/// The x86-64 site layout of a build without the facade's layout features:
+/// `nop; nop5; nop10`.
+pub const DEFAULT_LAYOUT: SiteLayout = SiteLayout::NopNop5Nop10;
+
 /// The bytes a site of `layout` starts with on `machine`.
 fn site_bytes(layout: SiteLayout, machine: Machine) -> &'static [u8] {
     match (layout, machine) {
-        (SiteLayout::NopNop5 | SiteLayout::NopNop10, _) => layout.x86_64_bytes().unwrap(),
+        (SiteLayout::NopNop5 | SiteLayout::NopNop10 | SiteLayout::NopNop5Nop10, _) => {
+            layout.x86_64_bytes().unwrap()
+        }
         (SiteLayout::Nop, Machine::Aarch64) => &usdt_trace::AARCH64_NOP,
         // This project's riscv64 sites are the 4-byte nop, never `c.nop`.
         (SiteLayout::Nop, Machine::Riscv64) => &usdt_trace::RISCV64_NOP,

@@ -171,6 +171,7 @@ pub use elf::signature::{
 };
 pub use elf::sites::SiteCheck;
 pub use engine::bpf;
+pub use engine::floor;
 pub use engine::perf::counter::{AttachedSite, PerfCounter};
 pub use engine::perf::tracefs::remove_stale_events;
 pub use engine::{Counter, EngineChoice, EngineKind, Picked};

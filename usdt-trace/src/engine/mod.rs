@@ -5,7 +5,8 @@
 //! the engines implement, for sampling ([`Engine`]), for counting
 //! ([`Counting`]) and for aggregating (`Aggregating`, `aggregating.rs`);
 //! which engine attaches is chosen once for all, from an ordered list of
-//! kinds ([`choice`]).
+//! kinds ([`choice`]). [`floor`] attaches a BPF program that does nothing
+//! through either engine's kind of link: what the kernel costs per hit.
 //!
 //! Where on a site a uprobe goes and whose hits it sees is the
 //! [`placement`](crate::placement)'s, below the engines: its names are
@@ -25,6 +26,7 @@ use crate::Error;
 pub(crate) mod aggregating;
 pub mod bpf;
 mod choice;
+pub mod floor;
 pub(crate) mod perf;
 
 pub(crate) use crate::placement::features_for;

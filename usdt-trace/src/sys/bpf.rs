@@ -42,6 +42,9 @@ pub(crate) const BPF_MAP_TYPE_RINGBUF: u32 = bpf_map_type::BPF_MAP_TYPE_RINGBUF 
 pub(crate) const BPF_PROG_TYPE_KPROBE: u32 = bpf_prog_type::BPF_PROG_TYPE_KPROBE as u32;
 /// `enum bpf_attach_type` (Linux 6.6).
 pub(crate) const BPF_TRACE_UPROBE_MULTI: u32 = bpf_attach_type::BPF_TRACE_UPROBE_MULTI as u32;
+/// `enum bpf_attach_type`: a program on a perf event, such as one uprobe
+/// (a `BPF_LINK_CREATE` target since Linux 5.15).
+pub(crate) const BPF_PERF_EVENT: u32 = bpf_attach_type::BPF_PERF_EVENT as u32;
 
 /// The helpers the programs call (`enum bpf_func_id`; aya-obj's bindings
 /// leave them out). Stable numbers, checked against the installed
@@ -65,13 +68,15 @@ pub(crate) mod helper {
     pub(crate) const RINGBUF_RESERVE: i32 = 131;
     /// `bpf_ringbuf_submit(data, flags)`.
     pub(crate) const RINGBUF_SUBMIT: i32 = 132;
+    /// `bpf_ringbuf_query(ring, flags)`.
+    pub(crate) const RINGBUF_QUERY: i32 = 134;
     /// `bpf_get_attach_cookie(ctx)`: for a uprobe_multi link, the site's
     /// cookie.
     pub(crate) const GET_ATTACH_COOKIE: i32 = 174;
 
     /// Every helper, by its name in `linux/bpf.h`.
     #[cfg(test)]
-    pub(crate) const ALL: [(&str, i32); 10] = [
+    pub(crate) const ALL: [(&str, i32); 11] = [
         ("BPF_FUNC_map_lookup_elem", MAP_LOOKUP_ELEM),
         ("BPF_FUNC_map_update_elem", MAP_UPDATE_ELEM),
         ("BPF_FUNC_map_delete_elem", MAP_DELETE_ELEM),
@@ -81,6 +86,7 @@ pub(crate) mod helper {
         ("BPF_FUNC_probe_read_user_str", PROBE_READ_USER_STR),
         ("BPF_FUNC_ringbuf_reserve", RINGBUF_RESERVE),
         ("BPF_FUNC_ringbuf_submit", RINGBUF_SUBMIT),
+        ("BPF_FUNC_ringbuf_query", RINGBUF_QUERY),
         ("BPF_FUNC_get_attach_cookie", GET_ATTACH_COOKIE),
     ];
 }
@@ -140,6 +146,19 @@ pub(crate) fn load_uprobe_multi_program(
     name: &str,
     log: Option<&mut [u8]>,
 ) -> Result<OwnedFd, SyscallError> {
+    load_kprobe_program(insns, name, BPF_TRACE_UPROBE_MULTI, log)
+}
+
+/// `BPF_PROG_LOAD` of `insns` as a `BPF_PROG_TYPE_KPROBE` program of
+/// `expected_attach_type`: [`BPF_TRACE_UPROBE_MULTI`] for uprobe_multi
+/// links, 0 for a perf event's link ([`BPF_PERF_EVENT`]), which refuses a
+/// program that expects uprobe_multi.
+pub(crate) fn load_kprobe_program(
+    insns: &[Insn],
+    name: &str,
+    expected_attach_type: u32,
+    log: Option<&mut [u8]>,
+) -> Result<OwnedFd, SyscallError> {
     let (log_level, log_size, log_buf) = match log {
         Some(buf) => (1, buf.len() as u32, buf.as_mut_ptr() as u64),
         None => (0, 0, 0),
@@ -153,7 +172,7 @@ pub(crate) fn load_uprobe_multi_program(
         log_size,
         log_buf,
         prog_name: object_name(name),
-        expected_attach_type: BPF_TRACE_UPROBE_MULTI,
+        expected_attach_type,
         ..ProgLoadAttr::default()
     };
     // SAFETY: the instructions, the license and the log buffer outlive the
@@ -249,6 +268,27 @@ const _: () = {
     assert!(size_of::<LinkCreateAttr>() == 64);
 };
 
+/// `BPF_LINK_CREATE` with its `perf_event` member: a program on one perf
+/// event (`target_fd`), attach type [`BPF_PERF_EVENT`].
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct PerfLinkCreateAttr {
+    pub(crate) prog_fd: u32,
+    /// The perf event's descriptor.
+    pub(crate) target_fd: u32,
+    pub(crate) attach_type: u32,
+    pub(crate) flags: u32,
+    /// What `bpf_get_attach_cookie` returns in the program.
+    pub(crate) bpf_cookie: u64,
+}
+
+const _: () = {
+    assert!(offset_of!(PerfLinkCreateAttr, target_fd) == 4);
+    assert!(offset_of!(PerfLinkCreateAttr, attach_type) == 8);
+    assert!(offset_of!(PerfLinkCreateAttr, bpf_cookie) == 16);
+    assert!(size_of::<PerfLinkCreateAttr>() == 24);
+};
+
 /// `BPF_MAP_LOOKUP_ELEM` and `BPF_MAP_UPDATE_ELEM` (whose `flags` 0 is
 /// `BPF_ANY`).
 #[repr(C)]
@@ -279,6 +319,8 @@ unsafe impl Attr for MapCreateAttr {}
 unsafe impl Attr for ProgLoadAttr {}
 // SAFETY: as above.
 unsafe impl Attr for LinkCreateAttr {}
+// SAFETY: as above.
+unsafe impl Attr for PerfLinkCreateAttr {}
 // SAFETY: as above.
 unsafe impl Attr for MapElemAttr {}
 
@@ -368,7 +410,7 @@ mod tests {
     #[test]
     fn abi_numbers_are_the_kernel_s() {
         assert_eq!((BPF_MAP_CREATE, BPF_PROG_LOAD, BPF_LINK_CREATE), (0, 5, 28));
-        assert_eq!(BPF_TRACE_UPROBE_MULTI, 48);
+        assert_eq!((BPF_TRACE_UPROBE_MULTI, BPF_PERF_EVENT), (48, 41));
         assert_eq!(BPF_MAP_TYPE_RINGBUF, 27);
         assert_eq!((BPF_MAP_GET_NEXT_KEY, BPF_MAP_TYPE_HASH), (4, 1));
         assert_eq!(command_name(BPF_LINK_CREATE), "bpf(BPF_LINK_CREATE)");

@@ -7,6 +7,9 @@
  *       answers each with one line:
  *         threads T N   starts T threads (now), each fires multi:hit N times;
  *                       joins them; "done"
+ *         pool T        starts T threads that wait for `pool-run`; "pooled"
+ *         pool-run N    each pool thread fires multi:hit N times; "done" once
+ *                       all have
  *         fork N        a forked child fires multi:hit N times and exits;
  *                       "done" once it has
  *         guarded N     fires multi:guarded N times while its semaphore is
@@ -47,6 +50,25 @@ static void threads(long t, long n) {
         pthread_join(tid[i], NULL);
 }
 
+static pthread_barrier_t pool_go, pool_done;
+
+static void *pooled(void *arg) {
+    for (;;) {
+        pthread_barrier_wait(&pool_go);
+        fire((long)arg, hits_per_thread);
+        pthread_barrier_wait(&pool_done);
+    }
+    return NULL;
+}
+
+static void pool(long t) {
+    pthread_t tid;
+    pthread_barrier_init(&pool_go, NULL, (unsigned)t + 1);
+    pthread_barrier_init(&pool_done, NULL, (unsigned)t + 1);
+    for (long i = 0; i < t; i++)
+        pthread_create(&tid, NULL, pooled, (void *)i);
+}
+
 int main(void) {
     char line[64];
     long a, b;
@@ -56,6 +78,14 @@ int main(void) {
         if (sscanf(line, "threads %ld %ld", &a, &b) == 2) {
             threads(a, b);
             printf("done\n");
+        } else if (sscanf(line, "pool-run %ld", &a) == 1) {
+            hits_per_thread = a;
+            pthread_barrier_wait(&pool_go);
+            pthread_barrier_wait(&pool_done);
+            printf("done\n");
+        } else if (sscanf(line, "pool %ld", &a) == 1) {
+            pool(a);
+            printf("pooled\n");
         } else if (sscanf(line, "fork %ld", &a) == 1) {
             pid_t child = fork();
             if (child == 0) {

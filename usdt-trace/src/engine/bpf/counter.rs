@@ -170,7 +170,7 @@ impl MultiCounter {
 /// Attaches `prog` with one uprobe_multi link to sites of the file at
 /// `path`, each given as its file offset, its semaphore's file offset (0:
 /// none) and its cookie, for `target`.
-pub(super) fn link_sites(
+pub(crate) fn link_sites(
     prog: BorrowedFd<'_>,
     path: &Path,
     sites: &[(u64, u64, u64)],

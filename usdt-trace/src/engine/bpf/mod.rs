@@ -34,5 +34,7 @@ pub(crate) mod sampling;
 pub use crate::error::BpfError;
 pub use crate::facts::uprobe_multi::{uprobe_multi_support, UprobeMulti};
 pub(crate) use aggregator::Aggregator;
+pub(crate) use counter::link_sites;
 pub use counter::{MultiCounter, MultiSite, MAX_SITES_PER_LINK};
 pub use probes::ProbeCounter;
+pub(crate) use program::load_program_for;

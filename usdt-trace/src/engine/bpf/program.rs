@@ -8,7 +8,7 @@ use super::asm::{
     R0, R1, R10, R2,
 };
 use super::BpfError;
-use crate::sys::bpf::{bpf_fd, load_uprobe_multi_program, object_name};
+use crate::sys::bpf::{bpf_fd, load_kprobe_program, object_name, BPF_TRACE_UPROBE_MULTI};
 use crate::sys::bpf::{MapCreateAttr, BPF_MAP_CREATE, BPF_MAP_TYPE_PERCPU_ARRAY};
 
 use crate::sys::bpf::helper::{
@@ -67,12 +67,23 @@ pub(crate) fn create_counter_map(slots: u32) -> Result<OwnedFd, BpfError> {
 /// Loads `insns` as a uprobe_multi program; on a verifier rejection, loads
 /// again with the log on and returns it in the error.
 pub(crate) fn load_program(insns: &[Insn], name: &str) -> Result<OwnedFd, BpfError> {
-    match load_uprobe_multi_program(insns, name, None) {
+    load_program_for(insns, name, BPF_TRACE_UPROBE_MULTI)
+}
+
+/// Loads `insns` as a kprobe-type program of `expected_attach_type`
+/// (`BPF_TRACE_UPROBE_MULTI`, or 0 for a perf event's link, which refuses a
+/// program that expects uprobe_multi), as [`load_program`] does.
+pub(crate) fn load_program_for(
+    insns: &[Insn],
+    name: &str,
+    expected_attach_type: u32,
+) -> Result<OwnedFd, BpfError> {
+    match load_kprobe_program(insns, name, expected_attach_type, None) {
         Err(e)
             if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EINVAL) =>
         {
             let mut log = vec![0u8; 1 << 20];
-            match load_uprobe_multi_program(insns, name, Some(&mut log)) {
+            match load_kprobe_program(insns, name, expected_attach_type, Some(&mut log)) {
                 Ok(fd) => Ok(fd),
                 Err(e2) => {
                     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());

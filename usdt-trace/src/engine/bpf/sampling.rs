@@ -157,19 +157,42 @@ impl Layout {
 
 use crate::sys::bpf::helper::{
     GET_ATTACH_COOKIE, GET_CURRENT_PID_TGID, KTIME_GET_NS, MAP_LOOKUP_ELEM, PROBE_READ_USER,
-    PROBE_READ_USER_STR, RINGBUF_RESERVE, RINGBUF_SUBMIT,
+    PROBE_READ_USER_STR, RINGBUF_QUERY, RINGBUF_RESERVE, RINGBUF_SUBMIT,
 };
 
-/// The maps a sampling program uses, by descriptor.
+/// The maps a sampling program uses, by descriptor, and when it wakes the
+/// reader.
 pub(crate) struct Maps {
     pub(crate) ring: i32,
     pub(crate) lost: i32,
     pub(crate) descriptors: i32,
+    /// The bytes of unread records from which a record's submission wakes
+    /// a reader waiting in `poll` (below it, the reader finds the records
+    /// at its next poll, by its timeout at the latest).
+    pub(crate) watermark: i32,
 }
+
+/// `bpf_ringbuf_submit`'s flag: wake no reader (`BPF_RB_NO_WAKEUP`).
+const RB_NO_WAKEUP: i32 = 1;
+/// `bpf_ringbuf_submit`'s flag: wake the readers (`BPF_RB_FORCE_WAKEUP`).
+const RB_FORCE_WAKEUP: i32 = 2;
+/// `bpf_ringbuf_query`'s question: the bytes not yet read
+/// (`BPF_RB_AVAIL_DATA`).
+const RB_AVAIL_DATA: i32 = 0;
+
+/// A reader is woken once a ring holds this much unread (at most half the
+/// ring), as the perf engine's rings wake theirs (`wakeup_watermark`).
+pub(crate) const WATERMARK: u64 = 1 << 20;
 
 /// The sampling program for sites whose cookies start at `first_cookie`,
 /// writing records of `layout`. Registers: r6 the context (`struct pt_regs
 /// *`), r7 the record, r8 the site's descriptor row, r9 the cookie.
+///
+/// A record is submitted without waking the reader unless the ring holds
+/// [`Maps::watermark`] bytes unread: the kernel's own wake-up (when the
+/// reader has caught up) would wake it for nearly every record of a
+/// reader that keeps up, and each wake-up is an `irq_work` (a self-IPI,
+/// a VM exit in a guest) on the hit's path.
 pub(crate) fn sampling_program(
     maps: &Maps,
     first_cookie: u64,
@@ -226,7 +249,17 @@ pub(crate) fn sampling_program(
         }
     }
     a.bind(submit);
-    a.push([mov64_reg(R1, R7), mov64_imm(R2, 0), call(RINGBUF_SUBMIT)]);
+    let wake = a.label();
+    let submit_with = a.label();
+    a.push(load_map_fd(R1, maps.ring));
+    a.push([mov64_imm(R2, RB_AVAIL_DATA), call(RINGBUF_QUERY)]);
+    a.jump_if(R0, Cmp::Ge, maps.watermark, wake);
+    a.push([mov64_imm(R2, RB_NO_WAKEUP)]);
+    a.jump(submit_with);
+    a.bind(wake);
+    a.push([mov64_imm(R2, RB_FORCE_WAKEUP)]);
+    a.bind(submit_with);
+    a.push([mov64_reg(R1, R7), call(RINGBUF_SUBMIT)]);
     a.bind(done);
     a.push([mov64_imm(R0, 0), exit()]);
     a.finish()
@@ -514,6 +547,7 @@ impl BpfSampling {
             ring: self.ring_map.as_raw_fd(),
             lost: self.lost.as_raw_fd(),
             descriptors: descriptors.as_raw_fd(),
+            watermark: WATERMARK.min(self.ring.size() / 2) as i32,
         };
         let insns =
             sampling_program(&maps, first.cookie, layout).map_err(|log| BpfError::Verifier {
@@ -750,6 +784,7 @@ mod tests {
             ring: 3,
             lost: 4,
             descriptors: 5,
+            watermark: 1 << 20,
         };
         let regs = Machine::X86_64.arch().pt_regs;
         let stack = Some(StackCopy {

@@ -1,9 +1,10 @@
 //! Attaching uprobes to probe sites with `perf_event_open` on the uprobe PMU,
 //! and counting their hits.
 //!
-//! One perf event per site (per CPU when tracing every process), with the
-//! semaphore's file offset in `ref_ctr_offset` so that the kernel raises the
-//! semaphore while attached. Dropping a [`PerfCounter`] closes the events: the
+//! One perf event per site and thread of a traced process (a uprobe perf
+//! event counts only the hits of its own thread), or per site and CPU when
+//! tracing every process, with the semaphore's file offset in
+//! `ref_ctr_offset` so that the kernel raises the semaphore while attached. Dropping a [`PerfCounter`] closes the events: the
 //! kernel removes the uprobes and lowers the semaphores back.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::attach_error;
 use crate::cpus::online_cpus;
+use crate::process::process_threads;
 use crate::elf::note::Site;
 use crate::engine::{
     features_for, path_cstring, AttachPoint, Counting, EngineKind, Target, Uprobe,
@@ -53,7 +55,15 @@ impl AttachedSite {
 
 /// A set of attached uprobes; dropping it detaches them all.
 ///
-/// The events of one target (and CPU) form one perf group, created
+/// A [`Target::Pid`] gets one event per site for each thread the process
+/// has when it is attached: a uprobe perf event counts only its own
+/// thread's hits, and threads started later are not counted (inheriting
+/// the events would fail the program's `pthread_create`, see
+/// [`PerfCounter::inherit`]). The BPF engine's counter
+/// ([`ProbeCounter`](crate::bpf::ProbeCounter)) covers every thread, later
+/// ones included.
+///
+/// The events of one thread (or CPU) form one perf group, created
 /// disabled: with [`PerfCounter::enable_later`] they all start counting at the
 /// same moment, at [`PerfCounter::enable`]. A site whose uprobe address is
 /// attached already (two notes at one address) is attached once.
@@ -64,6 +74,7 @@ pub struct PerfCounter {
     inherit: bool,
     enable_later: bool,
     /// The group leader's index in `sites` and in its `fds`, per target and CPU.
+    /// (The thread's target, or [`Target::AllProcesses`], and the CPU.)
     leaders: HashMap<(Target, i32), (usize, usize)>,
     attached: HashSet<(PathBuf, u64, Target)>,
     sites: Vec<AttachedSite>,
@@ -139,13 +150,23 @@ impl PerfCounter {
     ) -> Result<(), Error> {
         let path = path.as_ref();
         let c_path = path_cstring(path)?;
-        let cpus = match target {
-            Target::Pid(_) => vec![-1],
-            Target::AllProcesses => online_cpus(),
+        // Each site's events: the thread (as a target) and the CPU.
+        let events: Vec<(Target, i32)> = match target {
+            Target::Pid(pid) => match process_threads(pid) {
+                Ok(tids) if !tids.is_empty() => {
+                    tids.into_iter().map(|t| (Target::Pid(t), -1)).collect()
+                }
+                // Gone: opening its event says so.
+                _ => vec![(target, -1)],
+            },
+            Target::AllProcesses => online_cpus()
+                .into_iter()
+                .map(|c| (Target::AllProcesses, c))
+                .collect(),
         };
         let before = self.sites.len();
         let (leaders, attached) = (self.leaders.clone(), self.attached.clone());
-        let result = self.attach_sites(path, &c_path, sites, target, &cpus);
+        let result = self.attach_sites(path, &c_path, sites, target, &events);
         if result.is_err() {
             self.sites.truncate(before);
             (self.leaders, self.attached) = (leaders, attached);
@@ -176,7 +197,7 @@ impl PerfCounter {
         c_path: &CString,
         sites: impl IntoIterator<Item = &'a Site>,
         target: Target,
-        cpus: &[i32],
+        events: &[(Target, i32)],
     ) -> Result<(), Error> {
         for site in sites {
             let uprobe = Uprobe::at(site, self.point, &self.features, path, c_path, target)?;
@@ -184,14 +205,18 @@ impl PerfCounter {
                 continue; // one uprobe per address
             }
             let mut fds = vec![];
-            for (i, &cpu) in cpus.iter().enumerate() {
-                let leader = self.leaders.get(&(target, cpu));
+            for &(thread, cpu) in events {
+                let leader = self.leaders.get(&(thread, cpu));
                 let group = leader.map_or(-1, |&(s, f)| self.sites[s].fds[f].as_raw_fd());
-                let fd = self
-                    .open(&uprobe, target, cpu, group)
-                    .map_err(|e| attach_error(e, path, site, target))?;
+                let fd = match self.open(&uprobe, thread, cpu, group) {
+                    Ok(fd) => fd,
+                    // A thread that ended since the process's were listed.
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) && thread != target => continue,
+                    Err(e) => return Err(attach_error(e, path, site, target)),
+                };
                 if leader.is_none() {
-                    self.leaders.insert((target, cpu), (self.sites.len(), i));
+                    self.leaders
+                        .insert((thread, cpu), (self.sites.len(), fds.len()));
                 }
                 fds.push(fd);
             }
