@@ -4,10 +4,14 @@
 //! stop pipe, never read). Every write to stdout goes through [`Stdout`]:
 //! on a file it writes as `std::io::Stdout` would; on anything that can
 //! block (a pipe, a socket, a terminal) it first waits, with `poll`, until
-//! stdout takes data *or* the stop pipe is readable, then writes at most
-//! `PIPE_BUF` bytes (which a pipe with room takes without blocking). The
-//! handlers are installed without `SA_RESTART`, so a write that blocks all
-//! the same (another writer filled the pipe in between) returns `EINTR`.
+//! stdout takes data *or* the stop pipe is readable, then writes what
+//! cannot block: at most `PIPE_BUF` bytes to a pipe (which a pipe with room
+//! takes at once), `send(MSG_DONTWAIT)` to a socket, and to a terminal or
+//! any other device a write through a second, non-blocking open of the same
+//! file (a terminal that says it has room may have room for a few bytes
+//! only, and blocks for the rest). The handlers are installed without
+//! `SA_RESTART`, so a write that blocks all the same (another writer filled
+//! the pipe in between) returns `EINTR`.
 //!
 //! After a signal, while the probes are still attached, only what stdout
 //! takes at once is written; once the command has detached ([`detached`]),
@@ -115,25 +119,82 @@ fn abandon() -> io::Error {
     )
 }
 
+/// What descriptor 1 is, for how a write to it is kept from blocking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A regular file or a block device: a write never waits for a reader.
+    File,
+    /// A pipe or a FIFO: `PIPE_BUF` bytes fit once `poll` says it has room.
+    Pipe,
+    /// A socket: sent with `MSG_DONTWAIT`.
+    Socket,
+    /// A terminal or another device: written through [`nonblocking`].
+    Device,
+}
+
 /// Standard output that never blocks past a signal (see the module).
 #[derive(Debug)]
 pub(crate) struct Stdout {
-    /// Whether writes can block (not a regular file or a block device).
-    can_block: bool,
+    kind: Kind,
+}
+
+/// A second open of what descriptor 1 is, with `O_NONBLOCK` on its own
+/// file description (descriptor 1's is shared with the shell and the other
+/// programs on the terminal, and stays as it is); `None` where it cannot
+/// be opened again.
+fn nonblocking() -> Option<RawFd> {
+    static FD: OnceLock<RawFd> = OnceLock::new();
+    let fd = *FD.get_or_init(|| {
+        // SAFETY: open of a NUL-terminated path.
+        unsafe {
+            libc::open(
+                c"/proc/self/fd/1".as_ptr(),
+                libc::O_WRONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
+            )
+        }
+    });
+    (fd >= 0).then_some(fd)
 }
 
 impl Stdout {
     pub(crate) fn new() -> Stdout {
         // SAFETY: fstat fills a zeroed stat for descriptor 1.
-        let can_block = unsafe {
+        let kind = unsafe {
             let mut st: libc::stat = std::mem::zeroed();
             if libc::fstat(1, &mut st) != 0 {
-                true
+                Kind::Pipe
             } else {
-                !matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFBLK)
+                match st.st_mode & libc::S_IFMT {
+                    libc::S_IFREG | libc::S_IFBLK => Kind::File,
+                    libc::S_IFIFO => Kind::Pipe,
+                    libc::S_IFSOCK => Kind::Socket,
+                    _ => Kind::Device,
+                }
             }
         };
-        Stdout { can_block }
+        Stdout { kind }
+    }
+
+    /// One write of (a first part of) `buf` that cannot block, once
+    /// stdout has said it takes data.
+    fn write_once(&self, buf: &[u8]) -> isize {
+        // SAFETY: at most `buf.len()` bytes of `buf` are read by each call.
+        unsafe {
+            match self.kind {
+                Kind::File => libc::write(1, buf.as_ptr().cast(), buf.len()),
+                Kind::Socket => libc::send(
+                    1,
+                    buf.as_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                ),
+                Kind::Device => match nonblocking() {
+                    Some(fd) => libc::write(fd, buf.as_ptr().cast(), buf.len()),
+                    None => libc::write(1, buf.as_ptr().cast(), buf.len().min(libc::PIPE_BUF)),
+                },
+                Kind::Pipe => libc::write(1, buf.as_ptr().cast(), buf.len().min(libc::PIPE_BUF)),
+            }
+        }
     }
 
     /// Waits until stdout takes data; an error once the grace after a
@@ -200,25 +261,30 @@ impl Stdout {
 impl Write for Stdout {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         loop {
-            let len = match self.can_block {
-                true => {
-                    self.wait_writable()?;
-                    buf.len().min(libc::PIPE_BUF)
-                }
-                false => buf.len(),
-            };
-            // SAFETY: `len` bytes of `buf` are readable.
-            let n = unsafe { libc::write(1, buf.as_ptr().cast(), len) };
+            if self.kind != Kind::File {
+                self.wait_writable()?;
+            }
+            let n = self.write_once(buf);
             if n >= 0 {
                 return Ok(n as usize);
             }
             let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-            // EINTR: a signal; the wait above decides what follows.
-            if !self.can_block {
-                self.can_block = true;
+            match e.kind() {
+                // A signal: the wait above decides what follows.
+                io::ErrorKind::Interrupted if self.kind == Kind::File => self.kind = Kind::Pipe,
+                io::ErrorKind::Interrupted => {}
+                // It said it had room and had none (a terminal whose room
+                // is taken by another writer): after a signal, while still
+                // attached, that is the end; otherwise wait a little (poll
+                // waits for room, and this keeps a device that always says
+                // writable from spinning).
+                io::ErrorKind::WouldBlock => {
+                    if interrupted().is_some() && DEADLINE.get().is_none() {
+                        return Err(abandon());
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                _ => return Err(e),
             }
         }
     }

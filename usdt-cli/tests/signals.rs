@@ -259,6 +259,38 @@ fn trace_ends_on_a_signal_with_a_terminal_nobody_reads() {
     }
 }
 
+/// A socket nobody reads: one end of a stream socket pair whose other end
+/// (returned, to be held open) is never read.
+fn unread_socket() -> (OwnedFd, OwnedFd) {
+    let mut fds = [-1; 2];
+    // SAFETY: socketpair writes two fresh descriptors into `fds`.
+    let made = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    assert_eq!(made, 0);
+    // SAFETY: both descriptors are fresh and owned by nothing else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+#[test]
+fn trace_ends_on_a_signal_with_a_socket_nobody_reads() {
+    let Some(_turn) = serial() else { return };
+    for engine in ["perf", "bpf"] {
+        let (_peer, end) = unread_socket();
+        ends_at_once_to(
+            &["trace", "--engine", engine, "sig:tick"],
+            libc::SIGTERM,
+            Duration::from_secs(1),
+            Stdio::from(end),
+        );
+    }
+}
+
 #[test]
 fn count_ends_on_a_signal_with_a_full_pipe() {
     let Some(_turn) = serial() else { return };
