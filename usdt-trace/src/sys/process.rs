@@ -44,7 +44,14 @@ pub(crate) mod in_child {
     /// that calls only async-signal-safe functions.
     pub(crate) unsafe fn raw_fork() -> libc::pid_t {
         // SAFETY: no pointers; the caller's contract covers both processes.
-        unsafe { libc::syscall(libc::SYS_fork) as libc::pid_t }
+        #[cfg(target_arch = "x86_64")]
+        let pid = unsafe { libc::syscall(libc::SYS_fork) };
+        // Architectures without a `fork` system call (aarch64) fork with
+        // `clone(SIGCHLD)`: no new stack, no thread ids, no TLS.
+        // SAFETY: as above; every pointer argument is null.
+        #[cfg(not(target_arch = "x86_64"))]
+        let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) };
+        pid as libc::pid_t
     }
 
     /// `waitpid(pid, &status, 0)`, retried on `EINTR`: the raw status, or
