@@ -124,6 +124,12 @@ pub const QEMU_SYSTEM: Package = Package {
     name: "qemu-system-x86",
     provides: &["/usr/bin/qemu-system-x86_64"],
 };
+/// qemu-system-aarch64, which boots the kernel matrix's arm64 guests
+/// (kernels/), emulated.
+pub const QEMU_SYSTEM_ARM: Package = Package {
+    name: "qemu-system-arm",
+    provides: &["/usr/bin/qemu-system-aarch64"],
+};
 /// busybox, the init virtme-ng puts in a guest's initramfs.
 pub const BUSYBOX: Package = Package {
     name: "busybox-static",
@@ -148,7 +154,7 @@ pub const PROMETHEUS: Package = Package {
 };
 
 /// Every package a need may name, for `.ci/run` and for the unit test.
-pub const PACKAGES: [Package; 22] = [
+pub const PACKAGES: [Package; 23] = [
     BPFTRACE,
     SDT,
     GDB,
@@ -167,6 +173,7 @@ pub const PACKAGES: [Package; 22] = [
     AARCH64_LIBC,
     SETPRIV,
     QEMU_SYSTEM,
+    QEMU_SYSTEM_ARM,
     BUSYBOX,
     KMOD,
     PYTHON_VENV,
