@@ -4,6 +4,10 @@
 /// The runtime's detection, as `usdt features` reports it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Features {
+    /// The release it read (`6.1.0-57-arm64`).
+    pub kernel: Option<String>,
+    /// The machine it runs on (`x86_64`, `aarch64`).
+    pub machine: Option<String>,
     /// `ENOSYS`, `ENXIO`, `EPROTO`, ...
     pub uprobe_syscall: Option<String>,
     pub uprobe_multi: Option<bool>,
@@ -42,6 +46,8 @@ pub fn from_json(text: &str) -> Option<Features> {
         .get("speed_test")
         .and_then(|t| Some((t.get("trap")?.as_f64()?, t.get("optimized")?.as_f64()?)));
     Some(Features {
+        kernel: s("kernel"),
+        machine: s("machine"),
         uprobe_syscall: s("uprobe_syscall"),
         uprobe_multi: v.get("uprobe_multi").and_then(|b| b.as_bool()),
         fork_test: s("fork_test"),
@@ -157,6 +163,11 @@ auto attach on a nop;nop10 site: next
         assert_eq!(f.fork_test.as_deref(), Some("safe"));
         assert_eq!(f.attach("nop10"), Some("next"));
         assert_eq!(f.speed_test, Some((0.05, 0.08)));
+        assert_eq!(f.kernel.as_deref(), Some("7.3.4"));
+        assert_eq!(f.machine, None);
+        let arm = from_json(r#"{"kernel":"6.1.0-57-arm64","machine":"aarch64","uprobe_syscall":"ENOSYS","uprobe_multi":false}"#).unwrap();
+        assert_eq!(arm.machine.as_deref(), Some("aarch64"));
+        assert_eq!(arm.uprobe_multi, Some(false));
         assert!(from_json("uprobe syscall: absent").is_none());
     }
 }

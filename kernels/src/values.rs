@@ -1,0 +1,457 @@
+//! g. The values checks, on the examples that say what they did:
+//!
+//! - `types phases`, traced by `usdt trace --json -p PID` with each engine
+//!   the kernel offers: every hit with exactly the arguments the program
+//!   passed (every argument type, extremes, strings, the pointers it
+//!   printed, twelve arguments), its lazy probe's closure run while traced
+//!   only, and its semaphore back at 0 once the tracer has left;
+//! - the `latency` example (requests whose start and end are 1 ms and 8 ms
+//!   apart in turn, on two threads): `usdt latency --key id` pairs every
+//!   request, its sum is what the program measured itself; `usdt hist`
+//!   puts the ids 0 to 19 each in its power of two; `usdt count --by path`
+//!   counts each path. These aggregate in BPF maps behind uprobe_multi
+//!   links: on a kernel without them, each must refuse in one line that
+//!   names them.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::build::LayoutBins;
+use crate::features::Features;
+use crate::guest::{logged, run, Outcome, Plan, Running};
+
+/// The values checks' results.
+#[derive(Clone, Debug)]
+pub struct Values {
+    /// One object per check: `tool`, `engine`, `status`, `exact`.
+    pub checks: Vec<Value>,
+}
+
+impl Values {
+    /// Whether every check held.
+    pub fn exact(&self) -> bool {
+        !self.checks.is_empty() && self.checks.iter().all(|c| c["exact"] == true)
+    }
+}
+
+/// Every values check, on the examples beside `bins`' (the default layout).
+pub fn check(
+    plan: &Plan,
+    bins: &LayoutBins,
+    engines: &[&str],
+    features: &Features,
+    log: &mut Vec<String>,
+) -> Values {
+    let mut checks = Vec::new();
+    let types = bins.examples.join("types");
+    for engine in engines {
+        checks.push(types_check(plan, &types, engine, log));
+    }
+    let latency = bins.examples.join("latency");
+    let multi = features.uprobe_multi == Some(true);
+    checks.push(latency_check(plan, &latency, multi, log));
+    checks.push(hist_check(plan, &latency, multi, log));
+    checks.push(count_by_check(plan, &latency, multi, log));
+    Values { checks }
+}
+
+/// The hits `types phases` makes while traced: everything once, then the
+/// lazy probe 50 times, then `types:done`.
+const TYPES_HITS: usize = 17 + 50 + 1;
+
+/// One hit as `usdt trace --json` prints it, without time and ids.
+fn hit(name: &str, args: Value) -> Value {
+    json!({ "probe": format!("types:{name}"), "args": args })
+}
+
+/// What `types phases` passes while traced (`pointers`: the addresses it
+/// printed), as typed JSON.
+pub fn types_expected(pointers: [u64; 3]) -> Vec<Value> {
+    let mut hits = vec![
+        hit(
+            "unsigned",
+            json!({"a": u8::MAX, "b": 60000, "c": u32::MAX, "d": u64::MAX, "e": u64::MAX}),
+        ),
+        hit("unsigned", json!({"a": 0, "b": 0, "c": 0, "d": 0, "e": 0})),
+        hit(
+            "signed",
+            json!({"a": -1, "b": i16::MIN, "c": i32::MIN, "d": i64::MIN, "e": i64::MIN}),
+        ),
+        hit(
+            "signed",
+            json!({"a": i8::MAX, "b": i16::MAX, "c": i32::MAX, "d": i64::MAX, "e": -2}),
+        ),
+        hit(
+            "other",
+            json!({"a": true, "b": false, "c": "é", "d": 1.5, "e": -2.0}),
+        ),
+        hit(
+            "strings",
+            json!({"a": "hello", "b": "owned string", "c": "c string", "d": "owned c string"}),
+        ),
+        // A string's staged copy stops at 255 bytes.
+        hit(
+            "strings",
+            json!({"a": "x".repeat(255), "b": "", "c": "", "d": ""}),
+        ),
+        hit(
+            "pointers",
+            json!({
+                "a": format!("{:#x}", pointers[0]),
+                "b": format!("{:#x}", pointers[1]),
+                "c": format!("{:#x}", pointers[2]),
+            }),
+        ),
+        hit(
+            "twelve",
+            json!({
+                "a0": u64::MAX, "a1": i64::MIN, "a2": u32::MAX, "a3": -5, "a4": 60000,
+                "a5": -300, "a6": 200, "a7": -100, "a8": true, "a9": "z", "a10": 12345,
+                "a11": -12345,
+            }),
+        ),
+    ];
+    hits.extend((1..=3).map(|v| hit("generic", json!({ "v": v }))));
+    hits.extend((1..=5).map(|v| hit("inlined", json!({ "v": v }))));
+    hits.extend((0..50).map(|n| hit("lazy", json!({ "n": n, "s": "lazy" }))));
+    hits.push(hit("done", json!({})));
+    hits
+}
+
+/// Whether `out` (`usdt trace --json`) holds exactly the hits `want`, in
+/// any order.
+pub fn same_hits(out: &str, want: &[Value]) -> bool {
+    let canonical = |v: &Value| json!({ "probe": v["probe"], "args": v["args"] }).to_string();
+    let mut got: Vec<String> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("probe").is_some())
+        .map(|v| canonical(&v))
+        .collect();
+    let mut want: Vec<String> = want.iter().map(canonical).collect();
+    got.sort();
+    want.sort();
+    got == want
+}
+
+/// `usdt trace --json --engine E -p PID 'types:*'` on `types phases`,
+/// stopping after its hits: the values, and the semaphore up while traced
+/// and down after.
+fn types_check(plan: &Plan, types: &Path, engine: &str, log: &mut Vec<String>) -> Value {
+    let what = format!("usdt trace --json --engine {engine} -p PID 'types:*' (types phases)");
+    let failed = |why: String, log: &mut Vec<String>| {
+        log.push(format!("{what}: {why}"));
+        json!({ "tool": "usdt trace", "engine": engine, "example": "types", "status": why, "exact": false })
+    };
+    let mut program = match Running::start(types, &["phases"]) {
+        Ok(p) => p,
+        Err(e) => return failed(e, log),
+    };
+    let untraced = program.line(plan.timeout).unwrap_or_default();
+    let pid = program.pid().to_string();
+    let limit = TYPES_HITS.to_string();
+    let args = [
+        "trace", "--json", "--engine", engine, "--limit", &limit, "-p", &pid, "types:*",
+    ];
+    let mut tracer = match Running::start(&plan.usdt, &args) {
+        Ok(t) => t,
+        Err(e) => {
+            program.finish(Duration::from_secs(1));
+            return failed(e, log);
+        }
+    };
+    let started = tracer.err_line_starting("usdt: tracing", plan.timeout);
+    // Attached: let the program fire. A tracer that could not attach has
+    // left: the program, which waits for the semaphore, is stopped.
+    program.send("\n");
+    let traced = tracer.finish(plan.timeout);
+    let ran = program.finish(match started {
+        Some(_) => plan.timeout,
+        None => Duration::from_secs(1),
+    });
+    logged(log, what, &traced);
+    logged(log, "types phases (traced above)".into(), &ran);
+    let line = |prefix: &str| {
+        ran.stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or("")
+            .to_string()
+    };
+    let pointers: Vec<u64> = line("pointers ")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    let values = match <[u64; 3]>::try_from(pointers) {
+        Ok(p) => same_hits(&traced.stdout, &types_expected(p)),
+        Err(_) => false,
+    };
+    // The lazy probe's closure runs while traced only, and its semaphore
+    // reads 0 again once the tracer has detached.
+    let semaphore = untraced.trim() == "untraced runs=0 enabled=false"
+        && line("traced ") == "traced runs=50 enabled=true"
+        && line("detached ") == "detached runs=0 enabled=false";
+    json!({
+        "tool": "usdt trace",
+        "engine": engine,
+        "example": "types",
+        "status": traced.status,
+        "attached": started.is_some(),
+        "values": values,
+        "semaphore_released": semaphore,
+        "exact": traced.ok() && ran.ok() && values && semaphore,
+    })
+}
+
+/// A refusal where the kernel lacks uprobe_multi links: exit 1, one line
+/// that names them.
+fn refused_for_multi(o: &Outcome) -> bool {
+    o.status == "exit=1" && o.stderr.contains("uprobe_multi")
+}
+
+/// The last JSON object line of `out` (the program prints its own lines
+/// first).
+fn last_json(out: &str) -> Value {
+    out.lines()
+        .rfind(|l| l.starts_with('{'))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// `usdt latency lat:start lat:done --key id --json -- latency 6`.
+fn latency_check(plan: &Plan, latency: &Path, multi: bool, log: &mut Vec<String>) -> Value {
+    let n = 6u64;
+    let o = run(
+        &plan.usdt,
+        &[
+            "latency",
+            "lat:start",
+            "lat:done",
+            "--key",
+            "id",
+            "--json",
+            "--",
+            &latency.to_string_lossy(),
+            &n.to_string(),
+        ],
+        "",
+        plan.timeout,
+    );
+    logged(
+        log,
+        format!("usdt latency lat:start lat:done --key id --json -- latency {n}"),
+        &o,
+    );
+    let exact = match multi {
+        true => o.ok() && latency_right(&o.stdout, n),
+        false => refused_for_multi(&o),
+    };
+    json!({ "tool": "usdt latency", "engine": "bpf", "example": "latency", "status": o.status, "exact": exact })
+}
+
+/// Whether `usdt latency --json` output of `latency n` pairs every request
+/// and agrees with the program's own `pairs N sum_ns S below_4194304 K`:
+/// as many below 4.2 ms (but for one at the edge), at least one of 8 ms,
+/// and the same sum within 10% (an emulated CPU's clock, and the probes'
+/// own cost, between the program's reads and the kernel's).
+pub fn latency_right(out: &str, n: u64) -> bool {
+    let v = last_json(out);
+    let Some(own) = out.lines().find(|l| l.starts_with("pairs ")) else {
+        return false;
+    };
+    let words: Vec<u64> = own
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [pairs, own_sum, own_below] = words[..] else {
+        return false;
+    };
+    let buckets = v["buckets"].as_array().cloned().unwrap_or_default();
+    let count = |b: &Value| b["count"].as_u64().unwrap_or(0);
+    let total: u64 = buckets.iter().map(count).sum();
+    let below: u64 = buckets
+        .iter()
+        .filter(|b| b["high_ns"].as_u64().is_some_and(|h| h <= 1 << 22))
+        .map(count)
+        .sum();
+    let sum = v["sum_ns"].as_u64().unwrap_or(0) as f64;
+    pairs == n
+        && v["count"] == n
+        && v["unmatched"] == 0
+        && v["lost_starts"] == 0
+        && total == n
+        && below <= n / 2
+        && below.abs_diff(own_below) <= 1
+        && v["max_ns"].as_u64().is_some_and(|m| m >= 8_000_000)
+        && own_sum > 0
+        && (sum - own_sum as f64).abs() / (own_sum as f64) < 0.1
+}
+
+/// `usdt hist lat:done id --json -- latency 20`: ids 0 to 19 in their
+/// powers of two.
+fn hist_check(plan: &Plan, latency: &Path, multi: bool, log: &mut Vec<String>) -> Value {
+    let o = run(
+        &plan.usdt,
+        &[
+            "hist",
+            "lat:done",
+            "id",
+            "--json",
+            "--",
+            &latency.to_string_lossy(),
+            "20",
+        ],
+        "",
+        plan.timeout,
+    );
+    logged(log, "usdt hist lat:done id --json -- latency 20".into(), &o);
+    let exact = match multi {
+        true => o.ok() && hist_right(&o.stdout),
+        false => refused_for_multi(&o),
+    };
+    json!({ "tool": "usdt hist", "engine": "bpf", "example": "latency", "status": o.status, "exact": exact })
+}
+
+/// Whether `usdt hist --json` of the ids 0 to 19 is exact.
+pub fn hist_right(out: &str) -> bool {
+    let v = last_json(out);
+    let buckets: Vec<(u64, u64, u64)> = v["buckets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|b| {
+            let n = |k: &str| b[k].as_u64().unwrap_or(u64::MAX);
+            (n("low"), n("high"), n("count"))
+        })
+        .collect();
+    buckets
+        == [
+            (0, 1, 1),
+            (1, 2, 1),
+            (2, 4, 2),
+            (4, 8, 4),
+            (8, 16, 8),
+            (16, 32, 4),
+        ]
+        && v["count"] == 20
+        && v["sum"] == 190
+        && v["max"] == 19
+}
+
+/// `usdt count --by path lat:route -- latency 5`: three `/fast`, two
+/// `/slow`.
+fn count_by_check(plan: &Plan, latency: &Path, multi: bool, log: &mut Vec<String>) -> Value {
+    let o = run(
+        &plan.usdt,
+        &[
+            "count",
+            "--by",
+            "path",
+            "lat:route",
+            "--",
+            &latency.to_string_lossy(),
+            "5",
+        ],
+        "",
+        plan.timeout,
+    );
+    logged(
+        log,
+        "usdt count --by path lat:route -- latency 5".into(),
+        &o,
+    );
+    let exact = match multi {
+        true => o.ok() && count_by_right(&o.stdout),
+        false => refused_for_multi(&o),
+    };
+    json!({ "tool": "usdt count --by", "engine": "bpf", "example": "latency", "status": o.status, "exact": exact })
+}
+
+/// Whether `usdt count --by path` of `latency 5` counted each path.
+pub fn count_by_right(out: &str) -> bool {
+    let rows: Vec<(u64, String)> = out
+        .lines()
+        .filter_map(|l| {
+            let (n, v) = l.trim_start().split_once("  ")?;
+            Some((n.parse().ok()?, v.trim().to_string()))
+        })
+        .collect();
+    out.contains("lat:route by path: 5 hits, 2 values")
+        && rows == [(3, "\"/fast\"".to_string()), (2, "\"/slow\"".to_string())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_hits_match_in_any_order_and_only_exactly() {
+        let want = types_expected([1, 2, 3]);
+        assert_eq!(want.len(), TYPES_HITS);
+        let mut out: Vec<String> = want
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                json!({"time_ns": i, "pid": 7, "tid": 7, "probe": h["probe"], "args": h["args"]})
+                    .to_string()
+            })
+            .collect();
+        out.reverse();
+        out.push("pointers 1 2 3".into());
+        let text = out.join("\n");
+        assert!(same_hits(&text, &want));
+        assert!(!same_hits(&text.replace("\"0x3\"", "\"0x4\""), &want));
+        assert!(!same_hits(&text.replace("60000", "60001"), &want));
+        let missing: Vec<&str> = text.lines().skip(1).collect();
+        assert!(!same_hits(&missing.join("\n"), &want));
+        // The typed JSON of a float and a char, as `usdt trace` prints them.
+        let other =
+            r#"{"probe":"types:other","args":{"a":true,"b":false,"c":"é","d":1.5,"e":-2.0}}"#;
+        assert!(same_hits(other, &want[4..5]));
+    }
+
+    #[test]
+    fn reads_latency_against_the_programs_own_measure() {
+        let out = "ready 42\npairs 6 sum_ns 27000000 below_4194304 3
+{\"count\":6,\"unmatched\":0,\"lost_starts\":0,\"sum_ns\":26500000,\"max_ns\":8100000,\"buckets\":[{\"low_ns\":1048576,\"high_ns\":2097152,\"count\":3},{\"low_ns\":8388608,\"high_ns\":16777216,\"count\":3}]}\n";
+        assert!(latency_right(out, 6));
+        assert!(!latency_right(out, 7));
+        assert!(!latency_right(&out.replace("26500000", "20000000"), 6));
+        assert!(!latency_right(
+            &out.replace("\"unmatched\":0", "\"unmatched\":1"),
+            6
+        ));
+        assert!(!latency_right("no output", 6));
+    }
+
+    #[test]
+    fn reads_hist_and_count_by() {
+        let hist = r#"{"count":20,"sum":190,"max":19,"buckets":[{"low":0,"high":1,"count":1},{"low":1,"high":2,"count":1},{"low":2,"high":4,"count":2},{"low":4,"high":8,"count":4},{"low":8,"high":16,"count":8},{"low":16,"high":32,"count":4}]}"#;
+        assert!(hist_right(hist));
+        assert!(!hist_right(&hist.replace("\"sum\":190", "\"sum\":191")));
+        let by = "lat:route by path: 5 hits, 2 values\n  COUNT  VALUE\n      3  \"/fast\"\n      2  \"/slow\"\n";
+        assert!(count_by_right(by));
+        assert!(!count_by_right(
+            &by.replace("      2  \"/slow\"", "      1  \"/slow\"")
+        ));
+    }
+
+    #[test]
+    fn a_refusal_names_uprobe_multi() {
+        let o = Outcome {
+            status: "exit=1".into(),
+            stdout: String::new(),
+            stderr: "usdt: BPF uprobe_multi links: no: this kernel has no BPF uprobe_multi links\n"
+                .into(),
+        };
+        assert!(refused_for_multi(&o));
+        let crashed = Outcome {
+            status: "signal=11".into(),
+            ..o
+        };
+        assert!(!refused_for_multi(&crashed));
+    }
+}
