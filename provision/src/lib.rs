@@ -113,6 +113,17 @@ pub const AARCH64_LIBC: Package = Package {
     name: "libc6-dev-arm64-cross",
     provides: &["/usr/aarch64-linux-gnu/lib/crt1.o"],
 };
+/// The riscv64 cross C compiler, for the C probe programs built for
+/// riscv64.
+pub const RISCV64_GCC: Package = Package {
+    name: "gcc-riscv64-linux-gnu",
+    provides: &["/usr/bin/riscv64-linux-gnu-gcc"],
+};
+/// The riscv64 C library the cross linker links against.
+pub const RISCV64_LIBC: Package = Package {
+    name: "libc6-dev-riscv64-cross",
+    provides: &["/usr/riscv64-linux-gnu/lib/crt1.o"],
+};
 /// setpriv, which runs a command without root's privileges.
 pub const SETPRIV: Package = Package {
     name: "util-linux",
@@ -154,7 +165,7 @@ pub const PROMETHEUS: Package = Package {
 };
 
 /// Every package a need may name, for `.ci/run` and for the unit test.
-pub const PACKAGES: [Package; 23] = [
+pub const PACKAGES: [Package; 25] = [
     BPFTRACE,
     SDT,
     GDB,
@@ -171,6 +182,8 @@ pub const PACKAGES: [Package; 23] = [
     QEMU,
     AARCH64_GCC,
     AARCH64_LIBC,
+    RISCV64_GCC,
+    RISCV64_LIBC,
     SETPRIV,
     QEMU_SYSTEM,
     QEMU_SYSTEM_ARM,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use usdt_test_support::c::{cdemo, cdemolib, nop10};
+use usdt_test_support::c::{build_cross, cdemo, cdemolib, nop10, CROSS_CCS};
 use usdt_test_support::cli::{example, parse_counts, Serve};
 use usdt_test_support::readelf::readelf_notes;
 use usdt_test_support::{ready, wait_for, ROOT, SDT, SETPRIV};
@@ -125,6 +125,28 @@ fn list_agrees_with_readelf_on_c_probes() {
     }
     list_agrees_with_readelf(&cdemo());
     list_agrees_with_readelf(&cdemolib());
+}
+
+/// aarch64 and riscv64 programs (`tests/c/cross.c`, cross-built with gcc
+/// and clang): `usdt list` agrees with `readelf -n` there too, and names
+/// their sites what they are, a `nop`, attached at the nop.
+#[test]
+fn list_agrees_with_readelf_on_cross_built_c_probes() {
+    for cc in &CROSS_CCS {
+        if !ready(cc.needs) {
+            return;
+        }
+        for flags in [&["-O0"][..], &["-O2"]] {
+            let name = format!("list-{}{}", cc.name, flags.concat());
+            let path = build_cross(cc, &name, "cross.c", flags);
+            list_agrees_with_readelf(&path);
+            let text = stdout(&usdt(&["list", path.to_str().unwrap()]));
+            for row in text.lines().skip(1) {
+                let cols: Vec<&str> = row.split_whitespace().collect();
+                assert_eq!((cols[2], cols[4]), ("nop", "nop"), "{}: {row}", cc.name);
+            }
+        }
+    }
 }
 
 #[test]

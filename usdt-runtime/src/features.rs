@@ -21,7 +21,9 @@ pub enum SiteLayout {
     /// optimizes, the nop5 at Location + 1 (Linux 6.18 to 7.2) or the nop10
     /// at Location + 6 (the 7.3 series).
     NopNop5Nop10,
-    /// A single `nop` (x86 `90`, aarch64 `d503201f`), as sys/sdt.h emits.
+    /// A single `nop` (x86 `90`, aarch64 `d503201f`, riscv64 `00000013` or
+    /// the compressed `0001`), as sys/sdt.h emits: the only site of aarch64
+    /// and riscv64, which have no optimized uprobe.
     Nop,
     /// A `nop5` alone (`0f 1f 44 00 00`), as the kernel's BPF selftests
     /// write their sites: a uprobe goes at Location.

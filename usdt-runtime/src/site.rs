@@ -28,6 +28,13 @@ pub const NOP10: [u8; 10] = [0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x0
 /// aarch64 `nop` (`d503201f`, little-endian), as sys/sdt.h emits it.
 pub const AARCH64_NOP: [u8; 4] = [0x1f, 0x20, 0x03, 0xd5];
 
+/// riscv64 `nop` (`addi x0, x0, 0`: `00000013`, little-endian).
+pub const RISCV64_NOP: [u8; 4] = [0x13, 0x00, 0x00, 0x00];
+
+/// riscv64 `c.nop` (`0001`, little-endian): what the assembler makes of
+/// sys/sdt.h's `nop` when the compressed extension is on (`rv64gc`).
+pub const RISCV64_C_NOP: [u8; 2] = [0x01, 0x00];
+
 /// The longest site: `nop; nop5; nop10`.
 pub const SITE_BYTES: usize = NOP.len() + NOP5.len() + NOP10.len();
 

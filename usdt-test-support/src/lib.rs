@@ -5,7 +5,8 @@
 //!   installed by [`ready`].
 //! - [`process`]: running children to completion or under a deadline,
 //!   signalling them, waiting for a condition.
-//! - [`c`]: the C probe programs of `usdt-trace/tests/c/`, built with `cc`.
+//! - [`c`]: the C probe programs of `usdt-trace/tests/c/`, built with `cc`
+//!   and with cross compilers.
 //! - [`readelf`]: notes as `readelf -n` prints them.
 //! - [`elf`]: a tiny ELF file with chosen notes, for the reader's tests.
 //! - [`cli`]: usdt-cli's example programs and `usdt count`'s output.

@@ -238,7 +238,7 @@ fn check_perf_offset(base: &object::Section, location: u64, true_offset: u64, wh
 
 /// Arguments: size, sign, and a register named at exactly that width on
 /// x86-64 (a byte in r8..r15 is written with the 64-bit name, see site.rs),
-/// the 64-bit `x` name on aarch64.
+/// the whole 64-bit register on aarch64 and riscv64.
 fn check_args(site: &usdt_trace::Site, sizes: &[i8], machine: Machine, what: &str) {
     let probe = site.probe();
     let got: Vec<i8> = site
@@ -262,8 +262,9 @@ fn check_args(site: &usdt_trace::Site, sizes: &[i8], machine: Machine, what: &st
         };
         let wide = reg.width.bytes() == 8;
         let ok = match machine {
-            Machine::Aarch64 => wide && reg.is_aarch64(),
             Machine::X86_64 => reg.width.bytes() == arg.size || (arg.size == 1 && wide),
+            // aarch64 and riscv64 name the whole register, whatever the size.
+            _ => wide && reg.machine() == Some(machine),
         };
         assert!(ok, "{what}: {probe}: {}", site.args_text);
     }

@@ -25,7 +25,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use crate::elf::arg::{Machine, Operand, RegWidth};
+use crate::elf::arg::{Operand, RegWidth};
 use crate::engine::bpf::aggregate::{
     AggSite, Aggregator, Kind as AggKind, Read, Role, Source, Variant, BUCKETS, COUNT, LOST, MAX,
     NEGATIVE, STRING_KEY, SUM, UNMATCHED, UNREADABLE,
@@ -385,17 +385,11 @@ fn arg_read(site: &Site, i: usize, string: bool) -> Result<Read, Error> {
     if arg.float {
         return Err(unsupported("is a floating-point value"));
     }
-    // The `pt_regs` slot of a register, by the machine the note names it
-    // for (only x86-64's layout is known).
+    // The `pt_regs` slot of a register, by the table of its file's
+    // machine, which must be this one.
+    let arch = crate::engine::site_arch(site)?;
     let pt = |r: &crate::elf::arg::Reg| {
-        let machine = if r.is_aarch64() {
-            Machine::Aarch64
-        } else {
-            Machine::X86_64
-        };
-        crate::arch::pt_regs(machine)
-            .zip(crate::arch::x86_64::register(r.reg))
-            .and_then(|(regs, row)| (regs.index)(row.perf))
+        arch.pt_slot(r.reg)
             .ok_or_else(|| unsupported("is in a register BPF cannot read"))
     };
     let small = |v: i64| i32::try_from(v).map_err(|_| unsupported("has a displacement past 2 GiB"));

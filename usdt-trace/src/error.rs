@@ -27,7 +27,7 @@ pub enum Error {
     /// The bytes are not an ELF file.
     NotElf,
     /// An ELF file of a kind this crate does not read (32-bit, big-endian, or
-    /// another machine than x86-64 and aarch64).
+    /// another machine than x86-64, aarch64 and riscv64).
     Unsupported(String),
     /// The ELF structure (headers, sections, segments) is malformed.
     Elf(String),

@@ -341,6 +341,7 @@ fn default_dirs(machine: u16) -> Vec<PathBuf> {
     let (triplet, lib64) = match machine {
         elf::EM_X86_64 => ("x86_64-linux-gnu", true),
         elf::EM_AARCH64 => ("aarch64-linux-gnu", true),
+        elf::EM_RISCV => ("riscv64-linux-gnu", false),
         _ => ("", false),
     };
     let mut dirs = vec![];

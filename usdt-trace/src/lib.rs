@@ -139,5 +139,5 @@ pub use session::{Cause, NewObject, Notice, Objects, Session};
 pub use speedtest::{speed_test, SpeedTest, SPEED_TEST_CACHE};
 pub use sys::SyscallError;
 pub use typed::{TypedArgs, TypedValue};
-pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5};
+pub use usdt_runtime::site::{AARCH64_NOP, NOP, NOP10, NOP5, RISCV64_C_NOP, RISCV64_NOP};
 pub use usdt_runtime::{page_size, KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};

@@ -1,4 +1,4 @@
-//! The argument-string parser on arbitrary text, for both instruction sets:
+//! The argument-string parser on arbitrary text, for every instruction set:
 //! an error (only for a string too long or with too many arguments), or
 //! arguments of a known size (or unreadable, with a reason) whose text
 //! parses back to the same arguments.
@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use usdt_trace::{parse_args, Machine, Operand, ARG_SIZES};
 
 fuzz_target!(|text: &str| {
-    for machine in [Machine::X86_64, Machine::Aarch64] {
+    for machine in [Machine::X86_64, Machine::Aarch64, Machine::Riscv64] {
         let Ok(args) = parse_args(text, machine) else {
             continue;
         };

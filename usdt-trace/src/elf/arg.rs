@@ -11,7 +11,9 @@
 //! symbols plus registers (`nums(%rax,%rax)`: GCC's absolute addressing in
 //! position-dependent executables), with displacements that may be sums
 //! (`-12+4(%rbp)`); aarch64 operands are
-//! `xN`/`wN`/`sp`, `[reg]`, `[reg, disp]` and bare immediates.
+//! `xN`/`wN`/`sp`, `[reg]`, `[reg, disp]` and bare immediates; riscv64
+//! operands are ABI register names (`a0`, `s0`), `disp(reg)` and bare
+//! immediates. Each machine's syntax is its `crate::arch` table's.
 //!
 //! One argument this reader cannot read does not fail the note: it becomes
 //! [`Operand::Unreadable`] with the reason (`%xmm0`: "xmm registers are not
@@ -19,9 +21,7 @@
 
 use std::fmt;
 
-use super::operand::{parse_aarch64_operand, parse_x86_operand};
-
-pub use crate::arch::{Reg, Reg64, RegWidth};
+pub use crate::arch::{Operand, Reg, Reg64, RegWidth};
 use crate::Error;
 
 /// The longest argument string accepted (sys/sdt.h's twelve arguments take
@@ -49,124 +49,6 @@ pub struct Arg {
     pub float: bool,
     /// Where the value is at the probe site.
     pub operand: Operand,
-}
-
-/// Where an argument's value is when the probe fires.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Operand {
-    /// The value is in a register.
-    Register(Reg),
-    /// The value is in memory at `base + disp`.
-    Memory {
-        /// The register holding the base address.
-        base: Reg,
-        /// The displacement added to it.
-        disp: i64,
-    },
-    /// The value is in memory at `base + index * scale + disp` (x86 SIB
-    /// addressing: `8@(%rdx,%rax,8)`, `-4@-8(%rbp,%rcx,4)`).
-    Indexed {
-        /// The register holding the base address, if any (`(,%rax,8)` has none).
-        base: Option<Reg>,
-        /// The index register.
-        index: Reg,
-        /// 1, 2, 4 or 8.
-        scale: u8,
-        /// The displacement.
-        disp: i64,
-    },
-    /// The value is in memory at a symbol plus an offset, addressed
-    /// relative to `%rip` (`sym(%rip)`, `4+sym(%rip)`, `.LCPI0_0(%rip)`) or
-    /// absolutely (a bare `sym`).
-    Symbol {
-        /// The symbol's name.
-        name: String,
-        /// The offset added to the symbol's address.
-        offset: i64,
-        /// The link-time address of `name + offset`, once the note reader
-        /// found the symbol in the file's symbol tables (`None` as parsed).
-        addr: Option<u64>,
-    },
-    /// The value is in memory at a symbol plus an offset plus registers,
-    /// addressed absolutely: `nums(%rax,%rax)`, `arr(,%rdx,4)`,
-    /// `t1+4(%rbx)`, which GCC writes in position-dependent executables
-    /// (`-no-pie`).
-    SymbolIndexed {
-        /// The symbol's name.
-        name: String,
-        /// The offset added to the symbol's address.
-        offset: i64,
-        /// The link-time address of `name + offset`, once the note reader
-        /// found the symbol in the file's symbol tables (`None` as parsed).
-        addr: Option<u64>,
-        /// The base register, if any (`arr(,%rdx,4)` has none).
-        base: Option<Reg>,
-        /// The index register, if any (`t1+4(%rbx)` has none).
-        index: Option<Reg>,
-        /// 1, 2, 4 or 8 (1 without an index).
-        scale: u8,
-    },
-    /// The value is a constant.
-    Immediate(i64),
-    /// The value cannot be read: the argument's text and why.
-    Unreadable {
-        /// The argument as the note wrote it (`8f@%xmm0`).
-        text: String,
-        /// Why it cannot be read (`xmm registers are not sampled`).
-        reason: String,
-    },
-}
-
-/// The note's syntax, which parses back to the same operand (an unreadable
-/// one prints the argument's whole text).
-impl fmt::Display for Operand {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Operand::Register(reg) => write!(f, "{reg}"),
-            Operand::Memory { base, disp } if base.is_aarch64() => match disp {
-                0 => write!(f, "[{base}]"),
-                _ => write!(f, "[{base}, {disp}]"),
-            },
-            Operand::Memory { base, disp: 0 } => write!(f, "({base})"),
-            Operand::Memory { base, disp } => write!(f, "{disp}({base})"),
-            Operand::Indexed {
-                base,
-                index,
-                scale,
-                disp,
-            } => {
-                if *disp != 0 {
-                    write!(f, "{disp}")?;
-                }
-                let base = base.map(|b| b.to_string()).unwrap_or_default();
-                write!(f, "({base},{index},{scale})")
-            }
-            Operand::Symbol {
-                name, offset: 0, ..
-            } => write!(f, "{name}(%rip)"),
-            Operand::Symbol { name, offset, .. } => write!(f, "{offset}+{name}(%rip)"),
-            Operand::SymbolIndexed {
-                name,
-                offset,
-                base,
-                index,
-                scale,
-                ..
-            } => {
-                if *offset != 0 {
-                    write!(f, "{offset}+")?;
-                }
-                let base = base.map(|b| b.to_string()).unwrap_or_default();
-                match index {
-                    Some(index) => write!(f, "{name}({base},{index},{scale})"),
-                    None => write!(f, "{name}({base})"),
-                }
-            }
-            // An immediate does not name its instruction set; `$` is x86's form.
-            Operand::Immediate(n) => write!(f, "${n}"),
-            Operand::Unreadable { text, .. } => f.write_str(text),
-        }
-    }
 }
 
 impl fmt::Display for Arg {
@@ -252,12 +134,7 @@ fn parse_arg(text: &str, machine: Machine) -> Arg {
     };
     let parsed = parse_size(spec).and_then(|size| {
         arg.size = size;
-        let operand = match machine {
-            Machine::X86_64 => parse_x86_operand(operand),
-            Machine::Aarch64 => parse_aarch64_operand(operand).ok_or_else(|| {
-                format!("`{operand}` is not an aarch64 register, memory operand or immediate")
-            }),
-        }?;
+        let operand = (machine.arch().parse_operand)(operand)?;
         check_size(size, &operand)?;
         Ok(operand)
     });
@@ -304,12 +181,9 @@ fn check_size(size: u8, operand: &Operand) -> Result<(), String> {
     }
 }
 
-/// `%reg`, `$imm`, `disp(%reg)`, `disp(%base,%index,scale)`,
-/// `sym+disp(%rip)` or a bare `sym`.
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elf::operand::parse_int;
 
     fn x86(text: &str) -> Vec<Arg> {
         parse_args(text, Machine::X86_64).unwrap()
@@ -369,6 +243,46 @@ mod tests {
         assert_eq!(args[3].operand.to_string(), "[x2]");
         assert_eq!(args[4].operand.to_string(), "[x3, -8]");
         assert_eq!(args[5].operand, Operand::Immediate(5));
+    }
+
+    #[test]
+    fn riscv64_operands() {
+        let args = parse_args(
+            "-4@-68(s0) -8@a1 1@0(a6) 8@8(sp) -4@-42 1@%lo(g_c)(t6) 8@fp",
+            Machine::Riscv64,
+        )
+        .unwrap();
+        let printed: Vec<String> = args.iter().map(Arg::to_string).collect();
+        assert_eq!(
+            printed,
+            [
+                "-4@-68(s0)",
+                "-8@a1",
+                "1@0(a6)",
+                "8@8(sp)",
+                "-4@$-42",
+                "1@%lo(g_c)(t6)",
+                "8@s0"
+            ]
+        );
+        assert_eq!(args[4].operand, Operand::Immediate(-42));
+        assert_eq!(
+            args[5].unreadable(),
+            Some("`%lo(g_c)` is a relocation this reader does not resolve")
+        );
+        for arg in args.iter().filter(|a| a.unreadable().is_none()) {
+            let reg = match &arg.operand {
+                Operand::Register(r) | Operand::Memory { base: r, .. } => r,
+                _ => continue,
+            };
+            assert_eq!(reg.machine(), Some(Machine::Riscv64));
+            assert!(!reg.is_aarch64());
+        }
+        let x86 = parse_args("8@%rax", Machine::Riscv64).unwrap();
+        assert_eq!(
+            x86[0].unreadable(),
+            Some("`%rax` is not a riscv64 register, memory operand or immediate")
+        );
     }
 
     fn reg(reg: Reg64) -> Reg {
@@ -601,13 +515,5 @@ mod tests {
         assert!(parse_args(&"8@%rax ".repeat(1000), Machine::X86_64).is_err());
         assert!(parse_args(&"8@%rax ".repeat(MAX_ARGS + 1), Machine::X86_64).is_err());
         assert!(parse_args(&"8@%rax ".repeat(MAX_ARGS), Machine::X86_64).is_ok());
-    }
-
-    #[test]
-    fn integers_at_the_limits() {
-        assert_eq!(parse_int("-9223372036854775808"), Some(i64::MIN));
-        assert_eq!(parse_int("9223372036854775808"), None);
-        assert_eq!(parse_int("0x"), None);
-        assert_eq!(parse_int("-"), None);
     }
 }

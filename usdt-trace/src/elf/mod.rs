@@ -1,6 +1,6 @@
 //! Reading ELF files: the probe notes (`.note.stapsdt`, [`note`]), their
-//! argument strings ([`arg`], with each machine's operand syntax in
-//! `operand`), the signature records of `#[usdt::provider]` probes
+//! argument strings ([`arg`]; each machine's operand syntax is its
+//! `crate::arch` table's), the signature records of `#[usdt::provider]` probes
 //! (`.usdt.signatures`, [`signature`]), and the fork guard's marker
 //! (`.note.usdt`, [`forkguard`]), and where a site may be attached
 //! ([`sites`]: Location in code on a nop, a semaphore in writable data).
@@ -8,6 +8,5 @@
 pub(crate) mod arg;
 pub(crate) mod forkguard;
 pub(crate) mod note;
-mod operand;
 pub(crate) mod signature;
 pub(crate) mod sites;

@@ -66,6 +66,9 @@ pub struct Site {
     pub args_text: String,
     /// The parsed arguments.
     pub args: Vec<Arg>,
+    /// The instruction set of the file the note is in: its registers name
+    /// the arguments' registers.
+    pub machine: Machine,
     /// The instructions at Location.
     pub layout: SiteLayout,
     /// Up to [`SITE_BYTES`] bytes of the file at Location (empty if unreadable).
@@ -82,8 +85,8 @@ impl Site {
         format!("{}:{}", self.provider, self.name)
     }
 
-    /// A site `p:n` of `layout` at 0x1000, without arguments, for unit
-    /// tests.
+    /// A site `p:n` of `layout` at 0x1000, without arguments, in a file
+    /// of the machine the tests run on, for unit tests.
     #[cfg(test)]
     pub(crate) fn at_0x1000(layout: SiteLayout) -> Site {
         Site {
@@ -97,6 +100,7 @@ impl Site {
             semaphore_offset: None,
             args_text: String::new(),
             args: vec![],
+            machine: Machine::host().unwrap_or(Machine::X86_64),
             layout,
             bytes: vec![],
             check: Default::default(),
@@ -112,6 +116,7 @@ impl Site {
             location_offset: Some(0),
             args_text: args.into(),
             args: crate::parse_args(args, machine).unwrap(),
+            machine,
             ..Site::at_0x1000(SiteLayout::Nop)
         }
     }
@@ -296,6 +301,7 @@ fn read_probes_from<'d, R: ReadRef<'d>>(data: R) -> Result<ElfProbes, Error> {
     let machine = match header.e_machine(endian) {
         elf::EM_X86_64 => Machine::X86_64,
         elf::EM_AARCH64 => Machine::Aarch64,
+        elf::EM_RISCV => Machine::Riscv64,
         other => return Err(Error::Unsupported(format!("ELF files for machine {other}"))),
     };
     let segments = header
@@ -550,6 +556,7 @@ impl RawSite {
             semaphore_offset: semaphore.and_then(|s| probes.file_offset(s)),
             args_text: self.args_text,
             args: self.args,
+            machine: probes.machine,
             layout: layout_of(&bytes, probes.machine),
             bytes,
             check,

@@ -6,7 +6,7 @@
 //! - Location lies in an executable `PT_LOAD` segment's file bytes, and
 //!   the bytes there are a nop form this project knows ([`layout_of`] is
 //!   not [`SiteLayout::Other`]: x86-64 `90` with or without the long nops
-//!   after it, a lone nop5; aarch64 `nop`).
+//!   after it, a lone nop5; aarch64 `nop`; riscv64 `nop` or `c.nop`).
 //! - A semaphore's two bytes lie in a writable, non-executable `PT_LOAD`
 //!   segment's file bytes.
 //!
@@ -21,7 +21,7 @@ use std::fmt;
 
 use object::elf::{PF_W, PF_X};
 
-use usdt_runtime::site::{AARCH64_NOP, NOP, NOP5};
+use usdt_runtime::site::{AARCH64_NOP, NOP, NOP5, RISCV64_C_NOP, RISCV64_NOP};
 
 use crate::elf::arg::Machine;
 #[cfg(doc)]
@@ -58,6 +58,11 @@ pub fn layout_of(bytes: &[u8], machine: Machine) -> SiteLayout {
         Machine::X86_64 if bytes.starts_with(&NOP) => SiteLayout::Nop,
         Machine::X86_64 if bytes.starts_with(&NOP5) => SiteLayout::Nop5,
         Machine::Aarch64 if bytes.starts_with(&AARCH64_NOP) => SiteLayout::Nop,
+        Machine::Riscv64
+            if bytes.starts_with(&RISCV64_NOP) || bytes.starts_with(&RISCV64_C_NOP) =>
+        {
+            SiteLayout::Nop
+        }
         _ => SiteLayout::Other,
     }
 }
@@ -236,7 +241,7 @@ fn segment_of(segments: &[Segment], addr: u64, len: u64) -> Option<&Segment> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use usdt_runtime::site::{AARCH64_NOP, NOP10, NOP5};
+    use usdt_runtime::site::{AARCH64_NOP, NOP10, NOP5, RISCV64_C_NOP, RISCV64_NOP};
 
     const TEXT: Segment = Segment {
         vaddr: 0x1000,
@@ -287,6 +292,23 @@ mod tests {
         let a64 = |bytes: &[u8]| check(Machine::Aarch64, &SEGMENTS, 0x1100, bytes, None);
         assert_eq!(a64(&AARCH64_NOP), Ok(()));
         assert!(matches!(a64(&[0x90]), Err(SiteRefusal::NotANop { .. })));
+    }
+
+    #[test]
+    fn both_riscv64_nops_fit_and_nothing_else_does() {
+        let rv = |bytes: &[u8]| check(Machine::Riscv64, &SEGMENTS, 0x1100, bytes, None);
+        // The 4-byte `nop`, and `c.nop` followed by the next instruction.
+        assert_eq!(rv(&RISCV64_NOP), Ok(()));
+        assert_eq!(rv(&[0x01, 0x00, 0x97, 0x2e]), Ok(()));
+        assert_eq!(layout_of(&RISCV64_C_NOP, Machine::Riscv64), SiteLayout::Nop);
+        assert_eq!(layout_of(&RISCV64_NOP, Machine::Aarch64), SiteLayout::Other);
+        assert_eq!(layout_of(&AARCH64_NOP, Machine::Riscv64), SiteLayout::Other);
+        for other in [&[0x90][..], &[0x13, 0x00, 0x00, 0x01], &[0x01], &[]] {
+            assert!(
+                matches!(rv(other), Err(SiteRefusal::NotANop { .. })),
+                "{other:x?}"
+            );
+        }
     }
 
     #[test]

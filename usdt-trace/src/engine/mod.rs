@@ -13,7 +13,8 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::elf::arg::Arg;
+use crate::arch::Arch;
+use crate::elf::arg::{Arg, Machine};
 use crate::elf::note::Site;
 use crate::elf::sites::SiteCheck;
 use crate::error::{AttachCause, AttachError};
@@ -44,6 +45,33 @@ pub(crate) struct SampleSite<'a> {
     pub(crate) bytes: &'a [bool],
     /// The uprobe's link-time address.
     pub(crate) attach_addr: u64,
+}
+
+#[cfg(test)]
+impl<'a> SampleSite<'a> {
+    /// `site` as the sampler's site `index`, at offset 0 of `path`, with
+    /// the string arguments `strings` marked and no byte slices, for unit
+    /// tests.
+    pub(crate) fn of(
+        index: usize,
+        site: &'a Site,
+        path: &'a CString,
+        strings: &'a [bool],
+    ) -> SampleSite<'a> {
+        SampleSite {
+            index,
+            site,
+            uprobe: Uprobe {
+                path,
+                offset: 0,
+                ref_ctr_offset: None,
+            },
+            args: &site.args,
+            strings,
+            bytes: &[],
+            attach_addr: 0,
+        }
+    }
 }
 
 /// What both engines do to sample hits; each decodes its own records into
@@ -94,11 +122,28 @@ pub(crate) trait Counting: std::fmt::Debug {
     fn is_bpf(&self) -> bool;
 }
 
-/// The error for a site whose argument registers an engine has no table
-/// for.
+/// The register table of `site`'s machine, for an engine that reads
+/// registers at its hits: only the machine this program runs on, whose
+/// registers the kernel gives a uprobe (a file of another machine runs
+/// here only under an emulator, whose registers no uprobe sees).
+pub(crate) fn site_arch(site: &Site) -> Result<&'static Arch, Error> {
+    match Machine::host() {
+        Some(host) if host == site.machine => Ok(host.arch()),
+        host => Err(Error::Unsupported(format!(
+            "{} sites ({}) on this {}machine",
+            site.machine,
+            site.probe(),
+            host.map_or(String::new(), |h| format!("{h} "))
+        ))),
+    }
+}
+
+/// The error for a site with an argument register its machine's table
+/// does not have (a site put together by hand).
 pub(crate) fn unsupported_registers(site: &Site) -> Error {
     Error::Unsupported(format!(
-        "aarch64 registers (in the arguments of {})",
+        "registers that {} does not have (in the arguments of {})",
+        site.machine,
         site.probe()
     ))
 }

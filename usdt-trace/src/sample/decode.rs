@@ -7,7 +7,6 @@ use super::{Hit, Value, BYTES_FETCH, STRING_MAX};
 use crate::elf::arg::{Arg, Operand, Reg, RegWidth};
 use crate::raw::{Fetched, RawHit, Regs};
 use crate::sys::process::read_process_memory;
-use crate::Reg64;
 
 /// A sample's registers and stack copy, and the process to read the rest from.
 pub(super) struct Context<'a> {
@@ -112,7 +111,7 @@ pub(super) fn decode(plan: &Plan, raw: &RawHit<'_>) -> Hit {
     let cx = Context {
         pid: raw.pid,
         regs: &raw.regs,
-        sp: raw.regs.get(Reg64::Rsp).unwrap_or(0),
+        sp: raw.regs.get(plan.arch.sp).unwrap_or(0),
         stack: raw.stack,
     };
     let args = (0..plan.args.len())
@@ -220,7 +219,7 @@ fn address(plan: &Plan, cx: &Context<'_>, operand: &Operand) -> Result<u64, Valu
 /// minus the uprobe's link-time address.
 fn load_bias(plan: &Plan, cx: &Context<'_>) -> u64 {
     cx.regs
-        .get(Reg64::Rip)
+        .get(plan.arch.ip)
         .unwrap_or(0)
         .wrapping_sub(plan.attach_addr)
 }

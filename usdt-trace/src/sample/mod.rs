@@ -538,4 +538,62 @@ mod tests {
             ]
         );
     }
+
+    /// The decoder finds another machine's stack pointer in its table: a
+    /// memory operand off `sp` reads the stack copy, registers are read at
+    /// the note's size and sign.
+    #[test]
+    fn each_machine_decodes_from_its_own_registers() {
+        use crate::Reg64;
+        let mut stack = vec![0u8; 32];
+        stack[16..20].copy_from_slice(&(-5i32).to_le_bytes());
+        stack[24..32].copy_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
+        for (args, machine, regs) in [
+            (
+                "-8@x0 -4@[sp, 16] 4@w3 1@x4 8@[x5, 8] -4@-42",
+                crate::Machine::Aarch64,
+                [
+                    (Reg64::X(0), u64::MAX),
+                    (Reg64::Sp, 0x7ff0),
+                    (Reg64::X(3), 0x1_ffff_fffe),
+                    (Reg64::X(4), 0x1ff),
+                    (Reg64::X(5), 0x7ff0 + 16),
+                ],
+            ),
+            (
+                "-8@a0 -4@16(sp) 4@a3 1@t4 8@8(s0) -4@-42",
+                crate::Machine::Riscv64,
+                [
+                    (Reg64::Riscv(10), u64::MAX),
+                    (Reg64::Riscv(2), 0x7ff0),
+                    (Reg64::Riscv(13), 0x1_ffff_fffe),
+                    (Reg64::Riscv(29), 0x1ff),
+                    (Reg64::Riscv(8), 0x7ff0 + 16),
+                ],
+            ),
+        ] {
+            let site = site(args, machine);
+            let plan = Plan::new(&site, vec![false; 6], vec![]);
+            let mut raw = RawHit {
+                stack: &stack,
+                ..RawHit::default()
+            };
+            for (reg, v) in regs {
+                raw.regs.push(reg, v);
+            }
+            let hit = decode(&plan, &raw);
+            assert_eq!(
+                hit.args,
+                [
+                    Value::Int(-1),
+                    Value::Int(-5),
+                    Value::Int(0xffff_fffe),
+                    Value::Int(0xff),
+                    Value::Int(0x1122_3344_5566_7788),
+                    Value::Int(-42)
+                ],
+                "{machine}"
+            );
+        }
+    }
 }

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::{Hit, Value};
+use crate::arch::Arch;
 use crate::elf::arg::Arg;
 use crate::elf::note::Site;
 
@@ -16,6 +17,8 @@ pub(super) struct Plan {
     pub(super) provider: Arc<str>,
     pub(super) name: Arc<str>,
     pub(super) args: Vec<Arg>,
+    /// The registers of the site's machine.
+    pub(super) arch: &'static Arch,
     /// Which arguments are string pointers.
     pub(super) strings: Vec<bool>,
     /// Which arguments are the addresses of byte slices (the length is the
@@ -33,6 +36,7 @@ impl Plan {
             provider: site.provider.as_str().into(),
             name: site.name.as_str().into(),
             args: site.args.clone(),
+            arch: site.machine.arch(),
             strings,
             bytes,
             attach_addr: site.location,

@@ -46,11 +46,20 @@ pub(crate) mod in_child {
         // SAFETY: no pointers; the caller's contract covers both processes.
         #[cfg(target_arch = "x86_64")]
         let pid = unsafe { libc::syscall(libc::SYS_fork) };
-        // Architectures without a `fork` system call (aarch64) fork with
-        // `clone(SIGCHLD)`: no new stack, no thread ids, no TLS.
-        // SAFETY: as above; every pointer argument is null.
+        // aarch64 and riscv64 have no `fork` call: `clone` with SIGCHLD
+        // alone (no new stack, no thread ids, no TLS) is it.
+        // SAFETY: as above; the zero arguments are no pointers.
         #[cfg(not(target_arch = "x86_64"))]
-        let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) };
+        let pid = unsafe {
+            libc::syscall(
+                libc::SYS_clone,
+                libc::c_long::from(libc::SIGCHLD),
+                0,
+                0,
+                0,
+                0,
+            )
+        };
         pid as libc::pid_t
     }
 

@@ -1,28 +1,97 @@
-//! What the BPF sampling program reads at a hit, per argument: derived by
-//! this engine from the engine-neutral [`SampleSite`].
+//! The descriptor row of the BPF sampling program: what it reads at a hit,
+//! per argument ([`ArgFetch`]), derived by this engine from the
+//! engine-neutral [`SampleSite`] with the `struct pt_regs` slots of the
+//! site's machine.
 
-use super::sampling::{ArgFetch, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, NO_REG, VALUE_MAX};
+use crate::arch::Arch;
 use crate::elf::arg::{Operand, Reg, Reg64};
 use crate::engine::{unsupported_registers, SampleSite};
 use crate::Error;
 
-/// The `struct pt_regs` index of a register (`None`: not in `pt_regs`,
-/// such as `%fs`), or an error for a register of no x86-64 table (the BPF
-/// engine reads x86-64 `pt_regs` only).
-fn pt_index(reg: Reg64, s: &SampleSite<'_>) -> Result<Option<u8>, Error> {
-    let perf = crate::arch::x86_64::register(reg).ok_or_else(|| unsupported_registers(s.site))?;
-    Ok(crate::arch::x86_64::pt_regs_index(perf.perf))
+/// The arguments a descriptor row (and a record) has room for (a note may
+/// have more: those past it are read from the registers and the process).
+pub(crate) const ARGS: usize = usdt_runtime::MAX_ARGS;
+/// The most value bytes read per argument.
+pub(crate) const VALUE_MAX: usize = 24;
+
+/// [`ArgFetch::kind`]: read `size` bytes at the address.
+pub(crate) const FETCH_VALUE: u8 = 1;
+/// [`ArgFetch::kind`]: read the string the value (or the address, without
+/// [`FETCH_VALUE`]) points at.
+pub(crate) const FETCH_STRING: u8 = 2;
+/// [`ArgFetch::kind`]: read [`BYTES_FETCH`](crate::sample::value::BYTES_FETCH)
+/// bytes where the value (or the address) points.
+pub(crate) const FETCH_BYTES: u8 = 4;
+/// [`ArgFetch::base`] and [`ArgFetch::index`]: no register.
+pub(crate) const NO_REG: u8 = 0xff;
+
+/// What the program reads at a hit for one argument: 32 bytes of the
+/// descriptor row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ArgFetch {
+    /// [`FETCH_VALUE`], [`FETCH_STRING`], [`FETCH_BYTES`] bits; 0: nothing.
+    pub(crate) kind: u8,
+    /// Value bytes to read (at most [`VALUE_MAX`]).
+    pub(crate) size: u8,
+    /// The `pt_regs` index of the base register, or [`NO_REG`].
+    pub(crate) base: u8,
+    /// The `pt_regs` index of the index register, or [`NO_REG`].
+    pub(crate) index: u8,
+    pub(crate) scale: u8,
+    /// Which string room the string or bytes go to.
+    pub(crate) deref_slot: u8,
+    pub(crate) disp: i64,
+}
+
+impl Default for ArgFetch {
+    fn default() -> ArgFetch {
+        ArgFetch {
+            kind: 0,
+            size: 0,
+            base: NO_REG,
+            index: NO_REG,
+            scale: 0,
+            deref_slot: 0,
+            disp: 0,
+        }
+    }
+}
+
+impl ArgFetch {
+    /// The row's 32 bytes as the program reads them.
+    pub(super) fn bytes(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[..6].copy_from_slice(&[
+            self.kind,
+            self.size,
+            self.base,
+            self.index,
+            self.scale,
+            self.deref_slot,
+        ]);
+        b[8..16].copy_from_slice(&self.disp.to_ne_bytes());
+        b
+    }
+}
+
+/// The `struct pt_regs` slot of a register (`None`: none, such as
+/// riscv64's `zero`), or an error for a register of another machine.
+fn pt_slot(arch: &Arch, reg: Reg64, s: &SampleSite<'_>) -> Result<Option<u8>, Error> {
+    let row = arch
+        .register(reg)
+        .ok_or_else(|| unsupported_registers(s.site))?;
+    Ok(row.pt_regs)
 }
 
 /// What the program reads at the hit of `s` for each argument (the first
-/// [`ARGS`]): memory operands' values, and the strings and bytes arguments
-/// point at, each string or byte slice in its own room. A register the
-/// x86-64 `pt_regs` has no room for is refused.
-pub(super) fn fetches(s: &SampleSite<'_>) -> Result<[ArgFetch; ARGS], Error> {
+/// [`ARGS`]), from the `struct pt_regs` slots of `arch` (its machine's
+/// table): memory operands' values, and the strings and bytes arguments
+/// point at, each string or byte slice in its own room.
+pub(super) fn fetches(s: &SampleSite<'_>, arch: &Arch) -> Result<[ArgFetch; ARGS], Error> {
     let mut out = [ArgFetch::default(); ARGS];
     let mut rooms = 0u8;
-    let pt = |r: &Reg| pt_index(r.reg, s);
-    let ip = pt_index(Reg64::Rip, s)?;
+    let pt = |r: &Reg| pt_slot(arch, r.reg, s);
+    let ip = pt_slot(arch, arch.ip, s)?;
     for (i, arg) in s.args.iter().enumerate() {
         let (value, base, index, scale, disp) = match &arg.operand {
             Operand::Register(r) => (false, pt(r)?, None, 0, 0),

@@ -11,7 +11,9 @@
 //! Each site's cookie names a row of a descriptor array: per argument, how
 //! to compute an address from the registers (`base + index * scale + disp`),
 //! how many bytes to read there, and whether to read the string or the
-//! bytes the value points at. The record (x86-64):
+//! bytes the value points at. The record (the numbers of x86-64, whose
+//! `struct pt_regs` has 21 registers; each machine's table says how many
+//! its program is given):
 //!
 //! ```text
 //!   0  u64 cookie
@@ -37,10 +39,12 @@ use super::asm::{
     R2, R3, R4, R6, R7, R8, R9,
 };
 use super::counter::{link_sites, per_cpu_values};
+use super::fetches::{ArgFetch, ARGS, FETCH_BYTES, FETCH_STRING, FETCH_VALUE, VALUE_MAX};
 use super::program::{create_counter_map, load_program};
 use super::ringbuf::RingBuf;
 use super::BpfError;
-use crate::engine::{Engine, SampleSite};
+use crate::arch::Arch;
+use crate::engine::{site_arch, Engine, SampleSite};
 use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::bpf::{bpf, bpf_fd, MapCreateAttr, MapElemAttr};
 use crate::sys::bpf::{
@@ -48,83 +52,15 @@ use crate::sys::bpf::{
 };
 use crate::Target;
 
-/// The arguments a record has room for (a note may have more: those past
-/// it are read from the registers and the process).
-pub(crate) const ARGS: usize = usdt_runtime::MAX_ARGS;
-/// `struct pt_regs` of x86-64: 21 registers.
-pub(crate) const PT_REGS: usize = crate::arch::x86_64::PT_REGS;
 /// Where the registers start in a record.
 pub(crate) const REGS_AT: usize = 24;
-/// Where the per-argument slots start.
-pub(crate) const SLOTS_AT: usize = REGS_AT + PT_REGS * 8;
 /// A per-argument slot's size.
 pub(crate) const SLOT: usize = 32;
-/// The most value bytes read per argument.
-pub(crate) const VALUE_MAX: usize = 24;
 /// A string's or byte slice's room.
 pub(crate) const DEREF: usize = 264;
 /// How many bytes of a string are read, its NUL included: one more than
 /// the longest kept, so that a longer one shows as cut.
 pub(crate) const STRING_READ: i32 = crate::sample::value::STRING_MAX as i32 + 2;
-
-/// [`ArgFetch::kind`]: read `size` bytes at the address.
-pub(crate) const FETCH_VALUE: u8 = 1;
-/// [`ArgFetch::kind`]: read the string the value (or the address, without
-/// [`FETCH_VALUE`]) points at.
-pub(crate) const FETCH_STRING: u8 = 2;
-/// [`ArgFetch::kind`]: read [`BYTES_FETCH`](crate::sample::value::BYTES_FETCH)
-/// bytes where the value (or the address) points.
-pub(crate) const FETCH_BYTES: u8 = 4;
-/// [`ArgFetch::base`] and [`ArgFetch::index`]: no register.
-pub(crate) const NO_REG: u8 = 0xff;
-
-/// What the program reads at a hit for one argument: 32 bytes of the
-/// descriptor row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ArgFetch {
-    /// [`FETCH_VALUE`], [`FETCH_STRING`], [`FETCH_BYTES`] bits; 0: nothing.
-    pub(crate) kind: u8,
-    /// Value bytes to read (at most [`VALUE_MAX`]).
-    pub(crate) size: u8,
-    /// The `pt_regs` index of the base register, or [`NO_REG`].
-    pub(crate) base: u8,
-    /// The `pt_regs` index of the index register, or [`NO_REG`].
-    pub(crate) index: u8,
-    pub(crate) scale: u8,
-    /// Which string room the string or bytes go to.
-    pub(crate) deref_slot: u8,
-    pub(crate) disp: i64,
-}
-
-impl Default for ArgFetch {
-    fn default() -> ArgFetch {
-        ArgFetch {
-            kind: 0,
-            size: 0,
-            base: NO_REG,
-            index: NO_REG,
-            scale: 0,
-            deref_slot: 0,
-            disp: 0,
-        }
-    }
-}
-
-impl ArgFetch {
-    fn bytes(&self) -> [u8; 32] {
-        let mut b = [0u8; 32];
-        b[..6].copy_from_slice(&[
-            self.kind,
-            self.size,
-            self.base,
-            self.index,
-            self.scale,
-            self.deref_slot,
-        ]);
-        b[8..16].copy_from_slice(&self.disp.to_ne_bytes());
-        b
-    }
-}
 
 /// One site to sample: its uprobe, semaphore, cookie and what its arguments
 /// read.
@@ -136,18 +72,20 @@ pub(crate) struct SampledSite {
     pub(crate) fetch: [ArgFetch; ARGS],
 }
 
-/// The layout of the records of one link: how many argument slots and
-/// string rooms they have.
+/// The layout of the records of one link: how many `struct pt_regs`
+/// registers, argument slots and string rooms they have.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Layout {
+    pub(crate) regs: usize,
     pub(crate) slots: usize,
     pub(crate) derefs: usize,
 }
 
 impl Layout {
-    /// The layout that `sites` need.
-    fn of(sites: &[SampledSite]) -> Layout {
+    /// The layout that `sites` need, with `regs` registers.
+    fn of(regs: usize, sites: &[SampledSite]) -> Layout {
         let per_site = sites.iter().map(|s| Layout {
+            regs,
             slots: s
                 .fetch
                 .iter()
@@ -161,15 +99,30 @@ impl Layout {
                 .max()
                 .unwrap_or(0),
         });
-        per_site.fold(Layout::default(), |a, b| Layout {
+        let none = Layout {
+            regs,
+            ..Layout::default()
+        };
+        per_site.fold(none, |a, b| Layout {
+            regs,
             slots: a.slots.max(b.slots).min(ARGS),
             derefs: a.derefs.max(b.derefs).min(ARGS),
         })
     }
 
+    /// Where the per-argument slots start.
+    pub(crate) fn slots_at(&self) -> usize {
+        REGS_AT + self.regs * 8
+    }
+
+    /// Where argument `i`'s slot starts.
+    fn slot_at(&self, i: usize) -> usize {
+        self.slots_at() + i * SLOT
+    }
+
     /// Where the strings and byte slices start.
     pub(crate) fn deref_at(&self) -> usize {
-        SLOTS_AT + self.slots * SLOT
+        self.slot_at(self.slots)
     }
 
     /// The size of a record.
@@ -224,7 +177,7 @@ pub(crate) fn sampling_program(
     a.push([mov64_reg(R7, R0), store(Size::DW, R7, 0, R9)]);
     a.push([call(GET_CURRENT_PID_TGID), store(Size::DW, R7, 8, R0)]);
     a.push([call(KTIME_GET_NS), store(Size::DW, R7, 16, R0)]);
-    for i in 0..PT_REGS as i16 {
+    for i in 0..layout.regs as i16 {
         a.push([
             load(Size::DW, R1, R6, i * 8),
             store(Size::DW, R7, REGS_AT as i16 + i * 8, R1),
@@ -257,7 +210,7 @@ pub(crate) fn sampling_program(
 fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
     let derefs = layout.derefs;
     let desc = (i * 32) as i16;
-    let slot = (SLOTS_AT + i * SLOT) as i16;
+    let slot = layout.slot_at(i) as i16;
     let next = a.label();
     let no_base = a.label();
     let no_index = a.label();
@@ -269,7 +222,7 @@ fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
         load(Size::DW, R3, R8, desc + 8),
         load(Size::B, R2, R8, desc + 2),
     ]);
-    a.jump_if(R2, Cmp::Ge, PT_REGS as i32, no_base);
+    a.jump_if(R2, Cmp::Ge, layout.regs as i32, no_base);
     a.push([
         lsh64_imm(R2, 3),
         add64_reg(R2, R7),
@@ -278,7 +231,7 @@ fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
     ]);
     a.bind(no_base);
     a.push([load(Size::B, R2, R8, desc + 3)]);
-    a.jump_if(R2, Cmp::Ge, PT_REGS as i32, no_index);
+    a.jump_if(R2, Cmp::Ge, layout.regs as i32, no_index);
     a.push([
         lsh64_imm(R2, 3),
         add64_reg(R2, R7),
@@ -338,19 +291,11 @@ fn fetch_arg(a: &mut Asm, i: usize, layout: Layout) {
 /// by name, and per argument the value and the string or bytes the program
 /// read (what it could not read, a page not present, is left to the
 /// decoder).
-fn raw_hit<'a>(
-    sites: &HashMap<u64, (Layout, [ArgFetch; ARGS])>,
-    record: &'a [u8],
-) -> Option<RawHit<'a>> {
+fn raw_hit<'a>(sites: &HashMap<u64, SiteRecords>, record: &'a [u8]) -> Option<RawHit<'a>> {
     let mut f = Fields(record);
     let cookie = f.u64()?;
     let pid_tgid = f.u64()?;
     let time_ns = f.u64()?;
-    let pt_regs = crate::arch::pt_regs(crate::Machine::X86_64)?;
-    let mut pt = [0u64; PT_REGS];
-    for r in pt.iter_mut().take(pt_regs.len) {
-        *r = f.u64()?;
-    }
     let mut raw = RawHit {
         site: usize::try_from(cookie).ok()?,
         pid: (pid_tgid >> 32) as u32,
@@ -358,26 +303,30 @@ fn raw_hit<'a>(
         time_ns,
         ..RawHit::default()
     };
-    for row in crate::arch::x86_64::REGISTERS {
-        if let Some(i) = (pt_regs.index)(row.perf) {
-            raw.regs.push(row.reg, pt[usize::from(i)]);
-        }
-    }
-    let Some((layout, fetch)) = sites.get(&cookie) else {
+    let Some(site) = sites.get(&cookie) else {
         return Some(raw);
     };
-    raw.fetched = fetch
+    let mut regs = Fields(f.take(site.layout.regs * 8)?);
+    let pt: Vec<u64> = std::iter::from_fn(|| regs.u64()).collect();
+    for row in site.arch.registers {
+        if let Some(value) = row.pt_regs.and_then(|i| pt.get(usize::from(i))) {
+            raw.regs.push(row.reg, *value);
+        }
+    }
+    raw.fetched = site
+        .fetch
         .iter()
         .enumerate()
-        .take(layout.slots)
-        .map(|(i, f)| fetched(record, layout, i, f))
+        .take(site.layout.slots)
+        .map(|(i, f)| fetched(record, &site.layout, i, f))
         .collect();
     Some(raw)
 }
 
 /// What the program read for argument `i`.
 fn fetched<'a>(record: &'a [u8], layout: &Layout, i: usize, f: &ArgFetch) -> Fetched<'a> {
-    let Some(slot) = record.get(SLOTS_AT + i * SLOT..SLOTS_AT + (i + 1) * SLOT) else {
+    let at = layout.slot_at(i);
+    let Some(slot) = record.get(at..at + SLOT) else {
         return Fetched::default();
     };
     if f.kind == 0 {
@@ -426,7 +375,16 @@ pub(crate) struct BpfSampling {
     lost: OwnedFd,
     cpus: usize,
     /// What each site's records hold, by cookie.
-    sites: HashMap<u64, (Layout, [ArgFetch; ARGS])>,
+    sites: HashMap<u64, SiteRecords>,
+}
+
+/// What the records of one site hold.
+#[derive(Clone, Copy, Debug)]
+struct SiteRecords {
+    /// The registers of the site's machine.
+    arch: &'static Arch,
+    layout: Layout,
+    fetch: [ArgFetch; ARGS],
 }
 
 impl BpfSampling {
@@ -456,20 +414,21 @@ impl BpfSampling {
         })
     }
 
-    /// Attaches `sites` of the file at `path` with one link, sampling the
-    /// hits of `target` (every thread of a process, or every process).
-    /// The sites' cookies must be consecutive from the first one's.
-    /// Returns the layout of their records.
+    /// Attaches `sites` of the file at `path` (registers of `arch`) with
+    /// one link, sampling the hits of `target` (every thread of a process,
+    /// or every process). The sites' cookies must be consecutive from the
+    /// first one's.
     pub(crate) fn attach_sampled(
         &mut self,
         path: &Path,
+        arch: &'static Arch,
         sites: &[SampledSite],
         target: Target,
     ) -> Result<(), BpfError> {
         let Some(first) = sites.first() else {
             return Ok(());
         };
-        let layout = Layout::of(sites);
+        let layout = Layout::of(arch.pt_regs, sites);
         let descriptors = self.descriptors(sites)?;
         let maps = Maps {
             ring: self.ring_map.as_raw_fd(),
@@ -493,7 +452,12 @@ impl BpfSampling {
             _descriptors: descriptors,
         });
         for site in sites {
-            self.sites.insert(site.cookie, (layout, site.fetch));
+            let records = SiteRecords {
+                arch,
+                layout,
+                fetch: site.fetch,
+            };
+            self.sites.insert(site.cookie, records);
         }
         Ok(())
     }
@@ -543,18 +507,24 @@ impl Engine for BpfSampling {
         sites: &[SampleSite<'_>],
         target: Target,
     ) -> Result<(), crate::Error> {
+        let Some(first) = sites.first() else {
+            return Ok(());
+        };
+        // The program reads the host's `struct pt_regs`.
+        let arch = site_arch(first.site)?;
         let sampled: Vec<SampledSite> = sites
             .iter()
             .map(|s| {
+                site_arch(s.site)?;
                 Ok(SampledSite {
                     offset: s.uprobe.offset,
                     ref_ctr_offset: s.uprobe.ref_ctr_offset,
                     cookie: s.index as u64,
-                    fetch: super::fetches::fetches(s)?,
+                    fetch: super::fetches::fetches(s, arch)?,
                 })
             })
             .collect::<Result<_, crate::Error>>()?;
-        Ok(self.attach_sampled(path, &sampled, target)?)
+        Ok(self.attach_sampled(path, arch, &sampled, target)?)
     }
 
     fn drain(&mut self, each: &mut dyn FnMut(Option<RawHit<'_>>)) {
@@ -592,20 +562,91 @@ impl Engine for BpfSampling {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::bpf::fetches::NO_REG;
+    use crate::Machine;
 
     #[test]
     fn the_record_layout_adds_up() {
-        assert_eq!(SLOTS_AT, 192);
+        let x86 = Machine::X86_64.arch().pt_regs;
+        let none = Layout {
+            regs: x86,
+            ..Layout::default()
+        };
+        assert_eq!(none.slots_at(), 192);
+        assert_eq!(none.size(), 192);
         let all = Layout {
+            regs: x86,
             slots: ARGS,
             derefs: 2,
         };
         assert_eq!(all.deref_at(), 576);
         assert_eq!(all.size(), 576 + 528);
-        assert_eq!(Layout::default().size(), 192);
         const { assert!(STRING_READ as usize <= DEREF) };
         const { assert!(crate::sample::value::BYTES_FETCH <= DEREF) };
         assert_eq!(ArgFetch::default().bytes()[2], NO_REG);
+    }
+
+    /// A record of an aarch64 site, as the program writes it: the
+    /// registers come from `struct user_pt_regs` (34 slots) and are named
+    /// by the aarch64 table; the value read for a memory operand is its
+    /// slot's. Decoding needs no aarch64 kernel.
+    #[test]
+    fn an_aarch64_record_gives_its_registers_by_name() {
+        use crate::{Reg64, Site};
+        let machine = Machine::Aarch64;
+        let arch = machine.arch();
+        let site = Site::with_args("8@x0 -4@[sp, 16] 8@[x1, 8]", machine);
+        let path = std::ffi::CString::new("/x").unwrap();
+        let s = SampleSite::of(0, &site, &path, &[false; 3]);
+        let fetch = super::super::fetches::fetches(&s, arch).unwrap();
+        // The base registers' `user_pt_regs` slots: sp is 31, x1 is 1.
+        assert_eq!((fetch[1].base, fetch[1].disp), (31, 16));
+        assert_eq!((fetch[2].base, fetch[2].disp), (1, 8));
+        assert_eq!(fetch[0].kind, 0); // a register: from the copy
+        let sampled = SampledSite {
+            offset: 0,
+            ref_ctr_offset: None,
+            cookie: 7,
+            fetch,
+        };
+        let layout = Layout::of(arch.pt_regs, std::slice::from_ref(&sampled));
+        assert_eq!((layout.regs, layout.slots, layout.derefs), (34, 3, 0));
+        assert_eq!(layout.slots_at(), 24 + 34 * 8);
+
+        let mut record = vec![0u8; layout.size()];
+        record[..8].copy_from_slice(&7u64.to_ne_bytes());
+        record[8..16].copy_from_slice(&(42u64 << 32 | 43).to_ne_bytes());
+        record[16..24].copy_from_slice(&1_000u64.to_ne_bytes());
+        for slot in 0..34u64 {
+            let at = REGS_AT + slot as usize * 8;
+            record[at..at + 8].copy_from_slice(&(0x100 + slot).to_ne_bytes());
+        }
+        let value = layout.slot_at(1);
+        record[value..value + 4].copy_from_slice(&(-5i32).to_ne_bytes());
+        let records = SiteRecords {
+            arch,
+            layout,
+            fetch: sampled.fetch,
+        };
+        let sites = HashMap::from([(7u64, records)]);
+        let raw = raw_hit(&sites, &record).unwrap();
+        assert_eq!(
+            (raw.site, raw.pid, raw.tid, raw.time_ns),
+            (7, 42, 43, 1_000)
+        );
+        assert_eq!(raw.regs.get(Reg64::X(0)), Some(0x100));
+        assert_eq!(raw.regs.get(Reg64::X(30)), Some(0x100 + 30));
+        assert_eq!(raw.regs.get(Reg64::Sp), Some(0x100 + 31));
+        assert_eq!(raw.regs.get(Reg64::Pc), Some(0x100 + 32));
+        assert_eq!(raw.regs.get(Reg64::Rsp), None);
+        assert_eq!(raw.fetched[1].value, Some(&(-5i32).to_ne_bytes()[..]));
+        // The third read failed (its result is not 0): left to the decoder.
+        let failed = layout.slot_at(2) + VALUE_MAX;
+        record[failed..failed + 4].copy_from_slice(&(-14i32).to_ne_bytes());
+        let raw = raw_hit(&sites, &record).unwrap();
+        assert_eq!(raw.fetched[2].value, None);
+        // A record cut inside the registers is no hit.
+        assert!(raw_hit(&sites, &record[..100]).is_none());
     }
 
     #[test]
@@ -615,8 +656,14 @@ mod tests {
             lost: 4,
             descriptors: 5,
         };
+        let regs = Machine::X86_64.arch().pt_regs;
         for (slots, derefs) in [(0, 0), (3, 0), (1, 1), (ARGS, ARGS)] {
-            let p = sampling_program(&maps, 7, Layout { slots, derefs }).unwrap();
+            let layout = Layout {
+                regs,
+                slots,
+                derefs,
+            };
+            let p = sampling_program(&maps, 7, layout).unwrap();
             assert_eq!(p.last(), Some(&exit()));
             assert!(p.len() < 4096, "{} instructions", p.len());
         }

@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use super::ring::{Ring, RECORD_LOST, RECORD_SAMPLE};
 use super::tracefs::{data_loc_string, FetchEvent, FetchPlan, Field};
 use super::{attach_error, open_uprobe, perf_event_open};
+use crate::arch::Arch;
 use crate::cpus::online_cpus;
-use crate::elf::arg::{Arg, Operand, Reg64};
+use crate::elf::arg::{Arg, Operand};
 use crate::elf::note::Site;
-use crate::engine::{unsupported_registers, Engine, SampleSite, Target, Uprobe};
+use crate::engine::{site_arch, unsupported_registers, Engine, SampleSite, Target, Uprobe};
 use crate::raw::{Fetched, Fields, RawHit};
 use crate::sys::perf::{
     self, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TID,
@@ -42,6 +43,7 @@ struct Slot {
 /// What a site's samples carry.
 #[derive(Debug)]
 struct PerfSite {
+    arch: &'static Arch,
     args: usize,
     regs_mask: u64,
     stack_bytes: u32,
@@ -92,7 +94,7 @@ fn raw_hit<'a>(
     if f.u64()? != 0 {
         for n in (0..64u32).filter(|n| site.regs_mask & (1 << n) != 0) {
             let value = f.u64()?;
-            if let Some(reg) = crate::arch::x86_64::by_perf(n) {
+            if let Some(reg) = site.arch.by_perf(n) {
                 raw.regs.push(reg, value);
             }
         }
@@ -108,15 +110,11 @@ fn raw_hit<'a>(
     Some(raw)
 }
 
-/// perf's number of an x86-64 register (this engine samples x86-64
-/// registers only).
-fn perf_reg(reg: Reg64) -> Option<u32> {
-    crate::arch::x86_64::register(reg).map(|r| r.perf)
-}
-
 /// What the perf engine needs to know of a site it samples.
 #[derive(Debug)]
 pub(crate) struct SiteSampling<'a> {
+    /// The registers of the site's machine.
+    pub(crate) arch: &'static Arch,
     pub(crate) args: &'a [Arg],
     /// Which arguments are string pointers.
     pub(crate) strings: &'a [bool],
@@ -132,35 +130,36 @@ pub(crate) struct SiteSampling<'a> {
 
 impl<'a> SiteSampling<'a> {
     /// What the events of `s` sample: the registers its operands name
-    /// (and the stack pointer), and `stack_bytes` of stack for a site that
-    /// reads memory (memory operands, strings, byte slices).
-    pub(crate) fn of(s: &SampleSite<'a>, stack_bytes: u32) -> Result<SiteSampling<'a>, Error> {
-        let mut mask = 1u64 << crate::arch::x86_64::PERF_SP;
+    /// (and the stack pointer), by the perf numbers of `arch` (its
+    /// machine's table), and `stack_bytes` of stack for a site that reads
+    /// memory (memory operands, strings, byte slices). A register without
+    /// a perf number always reads 0 (riscv64's `zero`).
+    pub(crate) fn of(
+        s: &SampleSite<'a>,
+        arch: &'static Arch,
+        stack_bytes: u32,
+    ) -> Result<SiteSampling<'a>, Error> {
+        let perf = |reg| match arch.register(reg) {
+            Some(row) => Ok(row.perf.map_or(0, |n| 1u64 << n)),
+            None => Err(unsupported_registers(s.site)),
+        };
+        let mut mask = perf(arch.sp)?;
         let marked = |flags: &[bool]| flags.iter().any(|f| *f);
         let mut memory = marked(s.strings) || marked(s.bytes);
         for arg in s.args {
-            let regs: Vec<Reg64> = match &arg.operand {
-                Operand::Register(r) => vec![r.reg],
-                Operand::Memory { base, .. } => vec![base.reg],
-                Operand::Indexed { base, index, .. } => {
-                    base.iter().chain([index]).map(|r| r.reg).collect()
-                }
-                Operand::Symbol { .. } => vec![Reg64::Rip],
-                Operand::SymbolIndexed { base, index, .. } => base
-                    .iter()
-                    .chain(index)
-                    .map(|r| r.reg)
-                    .chain([Reg64::Rip])
-                    .collect(),
-                Operand::Immediate(_) | Operand::Unreadable { .. } => continue,
-            };
+            if matches!(
+                arg.operand,
+                Operand::Immediate(_) | Operand::Unreadable { .. }
+            ) {
+                continue;
+            }
             memory |= !matches!(arg.operand, Operand::Register(_));
-            for reg in regs {
-                let n = perf_reg(reg).ok_or_else(|| unsupported_registers(s.site))?;
-                mask |= 1 << n;
+            for reg in arch.operand_registers(&arg.operand) {
+                mask |= perf(reg)?;
             }
         }
         Ok(SiteSampling {
+            arch,
             args: s.args,
             strings: s.strings,
             bytes: s.bytes,
@@ -296,6 +295,7 @@ impl PerfSampling {
         self.sites.insert(
             index,
             PerfSite {
+                arch: plan.arch,
                 args: plan.args.len(),
                 regs_mask: plan.regs_mask,
                 stack_bytes: plan.stack_bytes,
@@ -320,6 +320,7 @@ impl PerfSampling {
         }
         let ref_ctr = uprobe.ref_ctr_offset.filter(|_| kernel_semaphores);
         let event = FetchEvent::create(
+            plan.arch,
             path,
             (plan.attach_addr, uprobe.offset),
             ref_ctr,
@@ -465,7 +466,7 @@ impl Engine for PerfSampling {
         };
         let plans = sites
             .iter()
-            .map(|s| SiteSampling::of(s, self.stack_bytes))
+            .map(|s| SiteSampling::of(s, site_arch(s.site)?, self.stack_bytes))
             .collect::<Result<Vec<_>, _>>()?;
         let mark = self.mark();
         let features = self.features;
@@ -541,40 +542,123 @@ mod tests {
     fn sampling(site: &Site, stack_bytes: u32) -> Result<(u64, u32), Error> {
         let path = std::ffi::CString::new("/x").unwrap();
         let none = vec![false; site.args.len()];
-        let s = SampleSite {
-            index: 0,
-            site,
-            uprobe: Uprobe {
-                path: &path,
-                offset: 0,
-                ref_ctr_offset: None,
-            },
-            args: &site.args,
-            strings: &none,
-            bytes: &[],
-            attach_addr: 0,
-        };
-        SiteSampling::of(&s, stack_bytes).map(|p| (p.regs_mask, p.stack_bytes))
+        let s = SampleSite::of(0, site, &path, &none);
+        SiteSampling::of(&s, site.machine.arch(), stack_bytes).map(|p| (p.regs_mask, p.stack_bytes))
     }
 
     #[test]
     fn registers_come_in_mask_order() {
-        let site = site("-1@%r8 2@%ah 4@8(%rdi) 8@$7", crate::Machine::X86_64);
+        let s = site("-1@%r8 2@%ah 4@8(%rdi) 8@$7", crate::Machine::X86_64);
         // rax (for %ah), rdi, rsp and r8, in perf's order; memory: a stack
         // copy.
         let mask = 1 | 1 << 5 | 1 << 7 | 1 << 16;
-        assert_eq!(sampling(&site, 64).unwrap(), (mask, 64));
-    }
-
-    #[test]
-    fn aarch64_arguments_are_refused_in_words() {
-        let e = sampling(&site("8@x0", crate::Machine::Aarch64), 0).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "aarch64 registers (in the arguments of p:n) are not supported"
-        );
+        assert_eq!(sampling(&s, 64).unwrap(), (mask, 64));
         // Immediates and registers alone need no stack copy.
         let plain = site("8@%rax 4@$1", crate::Machine::X86_64);
         assert_eq!(sampling(&plain, 64).unwrap().1, 0);
+    }
+
+    /// Each machine's perf numbers (`arch/*/include/uapi/asm/perf_regs.h`):
+    /// aarch64 `x0` = 0, `x3` = 3, `sp` = 31; riscv64 `sp` = 2, `s0` = 8,
+    /// `a0` = 10; riscv64's `zero` reads 0 and is not sampled.
+    #[test]
+    fn other_machines_sample_their_own_perf_numbers() {
+        let a64 = site("8@x0 -4@[sp, 16] 4@w3 -4@-42", crate::Machine::Aarch64);
+        assert_eq!(sampling(&a64, 64).unwrap(), (1 | 1 << 3 | 1 << 31, 64));
+        let rv = site("8@a0 -4@-16(s0) 8@zero", crate::Machine::Riscv64);
+        assert_eq!(sampling(&rv, 64).unwrap(), (1 << 2 | 1 << 8 | 1 << 10, 64));
+        let rv = site("-8@a1 1@a2", crate::Machine::Riscv64);
+        assert_eq!(sampling(&rv, 64).unwrap(), (1 << 2 | 1 << 11 | 1 << 12, 0));
+    }
+
+    /// A `PERF_RECORD_SAMPLE` of a site sampled with `mask` and a stack
+    /// copy, as the kernel lays it out for this engine's `sample_type`
+    /// (identifier, pid and tid, time, `PERF_SAMPLE_REGS_USER` as abi and
+    /// the registers in mask order, `PERF_SAMPLE_STACK_USER` as size,
+    /// bytes and dynamic size).
+    fn sample_record(id: u64, regs: &[u64], stack: &[u8]) -> Vec<u8> {
+        let mut r = vec![0u8; 8]; // the header, which raw_hit skips
+        r.extend(id.to_ne_bytes());
+        r.extend(42u32.to_ne_bytes());
+        r.extend(43u32.to_ne_bytes());
+        r.extend(1_000u64.to_ne_bytes());
+        r.extend(2u64.to_ne_bytes()); // PERF_SAMPLE_REGS_ABI_64
+        regs.iter().for_each(|v| r.extend(v.to_ne_bytes()));
+        r.extend((stack.len() as u64).to_ne_bytes());
+        r.extend(stack);
+        r.extend((stack.len() as u64).to_ne_bytes());
+        r
+    }
+
+    /// The registers of another machine's sample come by name from that
+    /// machine's perf numbers: decoding needs no kernel of that machine.
+    #[test]
+    fn samples_of_each_machine_give_its_registers_by_name() {
+        use crate::Reg64;
+        for (args, machine, values) in [
+            (
+                "8@x0 -4@[sp, 16] 4@w3",
+                crate::Machine::Aarch64,
+                // Mask order: x0 (0), x3 (3), sp (31).
+                [
+                    (Reg64::X(0), 7),
+                    (Reg64::X(3), 0xffff_fffe),
+                    (Reg64::Sp, 0x7ff0),
+                ],
+            ),
+            (
+                "8@a0 -4@-16(s0)",
+                crate::Machine::Riscv64,
+                // Mask order: sp (2), s0 (8), a0 (10).
+                [
+                    (Reg64::Riscv(2), 0x7ff0),
+                    (Reg64::Riscv(8), 0x8000),
+                    (Reg64::Riscv(10), 7),
+                ],
+            ),
+        ] {
+            let site = site(args, machine);
+            let path = std::ffi::CString::new("/x").unwrap();
+            let none = vec![false; site.args.len()];
+            let s = SampleSite::of(5, &site, &path, &none);
+            let plan = SiteSampling::of(&s, machine.arch(), 32).unwrap();
+            let perf_site = PerfSite {
+                arch: plan.arch,
+                args: site.args.len(),
+                regs_mask: plan.regs_mask,
+                stack_bytes: plan.stack_bytes,
+                fetch: None,
+            };
+            let stack: Vec<u8> = (0..32).collect();
+            let record = sample_record(99, &values.map(|(_, v)| v), &stack);
+            let ids = HashMap::from([(99u64, 5usize)]);
+            let sites = HashMap::from([(5usize, perf_site)]);
+            let raw = raw_hit(&ids, &sites, &record).unwrap();
+            assert_eq!(
+                (raw.site, raw.pid, raw.tid, raw.time_ns),
+                (5, 42, 43, 1_000)
+            );
+            for (reg, value) in values {
+                assert_eq!(raw.regs.get(reg), Some(value), "{machine} {reg:?}");
+            }
+            assert_eq!(raw.regs.get(machine.arch().sp), Some(0x7ff0));
+            assert_eq!(raw.stack, &stack[..]);
+            // A record cut short is no hit.
+            assert!(raw_hit(&ids, &sites, &record[..40]).is_none());
+        }
+    }
+
+    #[test]
+    fn a_site_of_another_machine_than_this_one_is_refused_in_words() {
+        let (other, here) = match crate::Machine::host() {
+            Some(crate::Machine::X86_64) => (crate::Machine::Aarch64, "x86-64"),
+            Some(crate::Machine::Aarch64) => (crate::Machine::X86_64, "aarch64"),
+            _ => return,
+        };
+        let e = site_arch(&site("", other)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{other} sites (p:n) on this {here} machine are not supported")
+        );
     }
 }

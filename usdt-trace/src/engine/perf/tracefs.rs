@@ -40,7 +40,8 @@ use std::sync::{Mutex, OnceLock};
 /// Where the lock files of event groups are.
 pub(crate) const LOCK_DIR: &str = "/run/usdt/events";
 
-use crate::elf::arg::{Arg, Operand, Reg64};
+use crate::arch::Arch;
+use crate::elf::arg::{Arg, Operand};
 
 /// Where an argument's fetched value is in the raw record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,18 +78,14 @@ fn root() -> Option<PathBuf> {
     crate::caps::tracefs_root()
 }
 
-/// tracefs's name of a 64-bit x86 register.
-fn reg_name(reg: Reg64) -> Option<&'static str> {
-    crate::arch::x86_64::register(reg).map(|r| r.tracefs)
-}
-
 /// The fetch argument for an operand's value, without a type: `Some(None)`
 /// for a constant or unreadable one, `None` when tracefs cannot express it.
-/// `attach` is the uprobe's link-time address and file offset.
-fn fetch(operand: &Operand, attach: (u64, u64)) -> Option<Option<String>> {
+/// `attach` is the uprobe's link-time address and file offset; `arch`
+/// names the registers.
+fn fetch(arch: &Arch, operand: &Operand, attach: (u64, u64)) -> Option<Option<String>> {
     Some(Some(match operand {
-        Operand::Register(r) => format!("%{}", reg_name(r.reg)?),
-        Operand::Memory { base, disp } => format!("{disp:+}(%{})", reg_name(base.reg)?),
+        Operand::Register(r) => format!("%{}", arch.tracefs(r.reg)?),
+        Operand::Memory { base, disp } => format!("{disp:+}(%{})", arch.tracefs(base.reg)?),
         Operand::Symbol { addr: Some(a), .. } => {
             // The kernel adds the uprobe's address minus its file offset.
             let offset = match a.checked_sub(attach.0) {
@@ -109,6 +106,7 @@ fn fetch(operand: &Operand, attach: (u64, u64)) -> Option<Option<String>> {
 /// string, `bI=+0(...):x8[64]` for each byte slice (the kernel reads each
 /// byte on its own: those it cannot read are 0).
 fn definition(
+    arch: &Arch,
     args: &[Arg],
     strings: &[bool],
     bytes: &[bool],
@@ -117,7 +115,7 @@ fn definition(
     let mut out = vec![];
     for (i, arg) in args.iter().enumerate() {
         let is_bytes = bytes.get(i).copied().unwrap_or(false);
-        let Some(f) = fetch(&arg.operand, attach)? else {
+        let Some(f) = fetch(arch, &arg.operand, attach)? else {
             if strings.get(i).copied().unwrap_or(false) || is_bytes {
                 return None; // a string at a constant address: not worth it
             }
@@ -144,10 +142,12 @@ fn definition(
 
 impl FetchEvent {
     /// Defines a uprobe event at `offset` of `path` (link-time address
-    /// `addr`) reading `args` (and the strings marked in `strings`), with
+    /// `addr`) reading `args` (registers named by `arch`, and the strings
+    /// marked in `strings`), with
     /// the semaphore at `ref_ctr`. `None` when tracefs is missing or refuses
     /// (the caller samples registers instead).
     pub(crate) fn create(
+        arch: &Arch,
         path: &Path,
         (addr, offset): (u64, u64),
         ref_ctr: Option<u64>,
@@ -157,7 +157,7 @@ impl FetchEvent {
     ) -> Option<FetchEvent> {
         let root = root()?;
         remove_stale(&root);
-        let fetches = definition(args, strings, bytes, (addr, offset))?;
+        let fetches = definition(arch, args, strings, bytes, (addr, offset))?;
         let group = group().to_string();
         // Locked from before the event exists until after it is removed.
         let owned = Owned::take();
@@ -433,10 +433,12 @@ mod tests {
     use super::*;
     use crate::{parse_args, Machine};
 
+    const X86: Machine = Machine::X86_64;
+
     #[test]
     fn definitions() {
-        let args = parse_args("-8@-8(%rsp) 8@%rdi 4@$5 -2@%r8w", Machine::X86_64).unwrap();
-        let def = definition(&args, &[false, true, false, false], &[], (0, 0)).unwrap();
+        let args = parse_args("-8@-8(%rsp) 8@%rdi 4@$5 -2@%r8w", X86).unwrap();
+        let def = definition(X86.arch(), &args, &[false, true, false, false], &[], (0, 0)).unwrap();
         assert_eq!(
             def,
             [
@@ -446,22 +448,18 @@ mod tests {
                 "a3=%r8:u64"
             ]
         );
-        let args = parse_args("8@$4096", Machine::X86_64).unwrap();
-        assert!(definition(&args, &[true], &[], (0, 0)).is_none());
-        let mut args = parse_args(
-            "8f@sym(%rip) 16@-32(%rsp) 8@%xmm0 4@s(%rip)",
-            Machine::X86_64,
-        )
-        .unwrap();
+        let args = parse_args("8@$4096", X86).unwrap();
+        assert!(definition(X86.arch(), &args, &[true], &[], (0, 0)).is_none());
+        let mut args = parse_args("8f@sym(%rip) 16@-32(%rsp) 8@%xmm0 4@s(%rip)", X86).unwrap();
         if let Operand::Symbol { addr, .. } = &mut args[0].operand {
             *addr = Some(0x4010);
         }
         // The uprobe is at 0x1130, file offset 0x130.
-        let def = definition(&args[..3], &[false; 3], &[], (0x1130, 0x130)).unwrap();
+        let def = definition(X86.arch(), &args[..3], &[false; 3], &[], (0x1130, 0x130)).unwrap();
         assert_eq!(def, ["a0=@+0x3010:u64", "a1=-32(%sp):u8[16]"]);
-        assert!(definition(&args, &[false; 4], &[], (0x1130, 0x130)).is_none());
-        let sib = parse_args("8@(%rdx,%rax,8)", Machine::X86_64).unwrap();
-        assert!(definition(&sib, &[false], &[], (0, 0)).is_none());
+        assert!(definition(X86.arch(), &args, &[false; 4], &[], (0x1130, 0x130)).is_none());
+        let sib = parse_args("8@(%rdx,%rax,8)", X86).unwrap();
+        assert!(definition(X86.arch(), &sib, &[false], &[], (0, 0)).is_none());
     }
 
     #[test]
