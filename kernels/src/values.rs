@@ -120,20 +120,33 @@ pub fn types_expected(pointers: [u64; 3]) -> Vec<Value> {
     hits
 }
 
-/// Whether `out` (`usdt trace --json`) holds exactly the hits `want`, in
-/// any order.
-pub fn same_hits(out: &str, want: &[Value]) -> bool {
+/// How `out` (`usdt trace --json`) differs from the hits `want`, in any
+/// order: the hits wanted and not printed, and those printed and not
+/// wanted (each as its JSON). Both empty: exactly the hits wanted.
+pub fn hit_differences(out: &str, want: &[Value]) -> (Vec<String>, Vec<String>) {
     let canonical = |v: &Value| json!({ "probe": v["probe"], "args": v["args"] }).to_string();
-    let mut got: Vec<String> = out
+    let mut extra: Vec<String> = out
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| v.get("probe").is_some())
         .map(|v| canonical(&v))
         .collect();
-    let mut want: Vec<String> = want.iter().map(canonical).collect();
-    got.sort();
-    want.sort();
-    got == want
+    let mut missing = Vec::new();
+    for w in want.iter().map(canonical) {
+        match extra.iter().position(|g| *g == w) {
+            Some(i) => {
+                extra.swap_remove(i);
+            }
+            None => missing.push(w),
+        }
+    }
+    (missing, extra)
+}
+
+/// Whether `out` holds exactly the hits `want`, in any order.
+pub fn same_hits(out: &str, want: &[Value]) -> bool {
+    let (missing, extra) = hit_differences(out, want);
+    missing.is_empty() && extra.is_empty()
 }
 
 /// `usdt trace --json --engine E -p PID 'types:*'` on `types phases`,
@@ -185,10 +198,17 @@ fn types_check(plan: &Plan, types: &Path, engine: &str, log: &mut Vec<String>) -
         .skip(1)
         .filter_map(|p| p.parse().ok())
         .collect();
-    let values = match <[u64; 3]>::try_from(pointers) {
-        Ok(p) => same_hits(&traced.stdout, &types_expected(p)),
-        Err(_) => false,
+    let (missing, extra) = match <[u64; 3]>::try_from(pointers) {
+        Ok(p) => hit_differences(&traced.stdout, &types_expected(p)),
+        Err(_) => (vec!["the program's pointers line".into()], Vec::new()),
     };
+    let values = missing.is_empty() && extra.is_empty();
+    // What differed, the first few of each.
+    for (what, hits) in [("missing", &missing), ("not passed", &extra)] {
+        for h in hits.iter().take(3) {
+            log.push(format!("  {what}: {h}"));
+        }
+    }
     // The lazy probe's closure runs while traced only, and its semaphore
     // reads 0 again once the tracer has detached.
     let semaphore = untraced.trim() == "untraced runs=0 enabled=false"
@@ -201,6 +221,8 @@ fn types_check(plan: &Plan, types: &Path, engine: &str, log: &mut Vec<String>) -
         "status": traced.status,
         "attached": started.is_some(),
         "values": values,
+        "missing": missing.len(),
+        "not_passed": extra.len(),
         "semaphore_released": semaphore,
         "exact": traced.ok() && ran.ok() && values && semaphore,
     })
@@ -407,6 +429,9 @@ mod tests {
         assert!(!same_hits(&text.replace("60000", "60001"), &want));
         let missing: Vec<&str> = text.lines().skip(1).collect();
         assert!(!same_hits(&missing.join("\n"), &want));
+        let (gone, extra) = hit_differences(&text.replace("\"0x3\"", "\"0x4\""), &want);
+        assert_eq!((gone.len(), extra.len()), (1, 1));
+        assert!(gone[0].contains("0x3") && extra[0].contains("0x4"));
         // The typed JSON of a float and a char, as `usdt trace` prints them.
         let other =
             r#"{"probe":"types:other","args":{"a":true,"b":false,"c":"é","d":1.5,"e":-2.0}}"#;
