@@ -7,7 +7,7 @@
 //! programs, the examples `types` and `latency` (whose values the guest
 //! checks) and this harness itself are cross-built, statically linked
 //! (`-C target-feature=+crt-static`: the guest has no C library of its
-//! own), into `target/kernels/aarch64`, and the bench's C row is compiled
+//! own), into `target/kernels-aarch64`, and the bench's C row is compiled
 //! for it with the cross compiler and `<sys/sdt.h>`.
 
 use std::path::{Path, PathBuf};
@@ -141,7 +141,9 @@ pub fn build_all() -> Result<Binaries, String> {
         }
         cargo(&root, &bench, &dir, &[])?;
         // The guests see the target directory read-only: the C row's
-        // library, which the bench compiles on first use, is compiled here.
+        // library, which the bench compiles on first use, is compiled here,
+        // beside the target directory the bench knows by its tag.
+        mark_target(&dir)?;
         prepare_c(&dir.join("release/bench"))?;
         layouts.push(LayoutBins {
             layout,
@@ -159,7 +161,7 @@ pub fn build_all() -> Result<Binaries, String> {
 }
 
 /// Builds what a guest of `arch` runs, statically linked for its Rust
-/// target, into `target/kernels/ARCH` (one cargo run), and the bench's C
+/// target, into `target/kernels-ARCH` (one cargo run), and the bench's C
 /// row with the cross compiler. Installs the rustup target, the cross
 /// compiler and C library, and `<sys/sdt.h>` on first use.
 pub fn build_cross(arch: Arch) -> Result<Binaries, String> {
@@ -184,7 +186,9 @@ pub fn build_cross(arch: Arch) -> Result<Binaries, String> {
     ])
     .map_err(|e| e.to_string())?;
     let root = workspace();
-    let target = root.join("target").join("kernels").join(arch.name());
+    // Beside `target/kernels`, not in it: the one would make the other's
+    // directory before cargo could tag it as its own.
+    let target = root.join("target").join(format!("kernels-{}", arch.name()));
     let var = triple.to_uppercase().replace('-', "_");
     let linker = format!("{}-gcc", arch.gnu_triple());
     #[rustfmt::skip]
@@ -267,6 +271,22 @@ fn compile_c(cc: &str, lib: &Path) -> Result<(), String> {
         ));
     }
     std::fs::rename(&partial, lib).map_err(|e| format!("{}: {e}", lib.display()))
+}
+
+/// The contents of `CACHEDIR.TAG`, which marks a target directory.
+pub const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55
+# This file is a cache directory tag created by cargo.
+";
+
+/// `dir`'s `CACHEDIR.TAG`, written if cargo did not (it tags only a
+/// directory it creates): the bench finds its C row's library beside the
+/// target directory it tags.
+fn mark_target(dir: &Path) -> Result<(), String> {
+    let tag = dir.join("CACHEDIR.TAG");
+    match tag.exists() {
+        true => Ok(()),
+        false => std::fs::write(&tag, CACHEDIR_TAG).map_err(|e| format!("{}: {e}", tag.display())),
+    }
 }
 
 fn prepare_c(bench: &Path) -> Result<(), String> {

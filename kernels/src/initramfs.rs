@@ -548,11 +548,7 @@ pub fn archive_foreign(
         let tag = Path::new(GUEST_DIR)
             .join(l.layout.name)
             .join("CACHEDIR.TAG");
-        t.data(
-            &tag,
-            b"Signature: 8a477f597d28d172789f06886806bc55\n",
-            0o644,
-        );
+        t.data(&tag, crate::build::CACHEDIR_TAG.as_bytes(), 0o644);
     }
     bench_source(&mut t)?;
     for tool in userland.consumers() {

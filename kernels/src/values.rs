@@ -267,29 +267,35 @@ fn latency_check(plan: &Plan, latency: &Path, multi: bool, log: &mut Vec<String>
         format!("usdt latency lat:start lat:done --key id --json -- latency {n}"),
         &o,
     );
-    let exact = match multi {
-        true => o.ok() && latency_right(&o.stdout, n),
-        false => refused_for_multi(&o),
+    let (exact, why) = match (multi, latency_right(&o.stdout, n)) {
+        (true, Ok(())) => (o.ok(), None),
+        (true, Err(why)) => {
+            log.push(format!("  {why}"));
+            (false, Some(why))
+        }
+        (false, _) => (refused_for_multi(&o), None),
     };
-    json!({ "tool": "usdt latency", "engine": "bpf", "example": "latency", "status": o.status, "exact": exact })
+    json!({ "tool": "usdt latency", "engine": "bpf", "example": "latency", "status": o.status, "exact": exact, "why": why })
 }
 
 /// Whether `usdt latency --json` output of `latency n` pairs every request
 /// and agrees with the program's own `pairs N sum_ns S below_4194304 K`:
 /// as many below 4.2 ms (but for one at the edge), at least one of 8 ms,
 /// and the same sum within 10% (an emulated CPU's clock, and the probes'
-/// own cost, between the program's reads and the kernel's).
-pub fn latency_right(out: &str, n: u64) -> bool {
+/// own cost, between the program's reads and the kernel's); else what
+/// disagreed.
+pub fn latency_right(out: &str, n: u64) -> Result<(), String> {
     let v = last_json(out);
-    let Some(own) = out.lines().find(|l| l.starts_with("pairs ")) else {
-        return false;
-    };
+    let own = out
+        .lines()
+        .find(|l| l.starts_with("pairs "))
+        .ok_or("the program printed no pairs line")?;
     let words: Vec<u64> = own
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect();
     let [pairs, own_sum, own_below] = words[..] else {
-        return false;
+        return Err(format!("the program printed \"{own}\""));
     };
     let buckets = v["buckets"].as_array().cloned().unwrap_or_default();
     let count = |b: &Value| b["count"].as_u64().unwrap_or(0);
@@ -300,7 +306,11 @@ pub fn latency_right(out: &str, n: u64) -> bool {
         .map(count)
         .sum();
     let sum = v["sum_ns"].as_u64().unwrap_or(0) as f64;
-    pairs == n
+    let summary = format!(
+        "count {} unmatched {} lost_starts {} in buckets {total} below 4.2 ms {below} (the program's {own_below}) max {} sum {sum} ns (the program's {own_sum}, {pairs} pairs)",
+        v["count"], v["unmatched"], v["lost_starts"], v["max_ns"]
+    );
+    let right = pairs == n
         && v["count"] == n
         && v["unmatched"] == 0
         && v["lost_starts"] == 0
@@ -309,7 +319,11 @@ pub fn latency_right(out: &str, n: u64) -> bool {
         && below.abs_diff(own_below) <= 1
         && v["max_ns"].as_u64().is_some_and(|m| m >= 8_000_000)
         && own_sum > 0
-        && (sum - own_sum as f64).abs() / (own_sum as f64) < 0.1
+        && (sum - own_sum as f64).abs() / (own_sum as f64) < 0.1;
+    match right {
+        true => Ok(()),
+        false => Err(summary),
+    }
 }
 
 /// `usdt hist lat:done id --json -- latency 20`: ids 0 to 19 in their
@@ -442,14 +456,15 @@ mod tests {
     fn reads_latency_against_the_programs_own_measure() {
         let out = "ready 42\npairs 6 sum_ns 27000000 below_4194304 3
 {\"count\":6,\"unmatched\":0,\"lost_starts\":0,\"sum_ns\":26500000,\"max_ns\":8100000,\"buckets\":[{\"low_ns\":1048576,\"high_ns\":2097152,\"count\":3},{\"low_ns\":8388608,\"high_ns\":16777216,\"count\":3}]}\n";
-        assert!(latency_right(out, 6));
-        assert!(!latency_right(out, 7));
-        assert!(!latency_right(&out.replace("26500000", "20000000"), 6));
-        assert!(!latency_right(
-            &out.replace("\"unmatched\":0", "\"unmatched\":1"),
-            6
-        ));
-        assert!(!latency_right("no output", 6));
+        assert_eq!(latency_right(out, 6), Ok(()));
+        assert!(latency_right(out, 7).is_err());
+        let off = latency_right(&out.replace("26500000", "20000000"), 6);
+        assert!(off
+            .unwrap_err()
+            .contains("sum 20000000 ns (the program's 27000000"));
+        let unmatched = out.replace("\"unmatched\":0", "\"unmatched\":1");
+        assert!(latency_right(&unmatched, 6).is_err());
+        assert!(latency_right("no output", 6).is_err());
     }
 
     #[test]
