@@ -83,6 +83,9 @@ pub struct Binaries {
     /// value, the semaphore after detaching, latency, hist and `count
     /// --by` (guest.rs, `values`).
     pub values: bool,
+    /// The program written outside the project ([`crate::outside`]), for
+    /// the values checks; the guest finds it beside the examples.
+    pub outside: Option<PathBuf>,
 }
 
 /// The workspace's root (this package's parent).
@@ -157,6 +160,7 @@ pub fn build_all() -> Result<Binaries, String> {
         harness: std::env::current_exe().map_err(|e| format!("this harness: {e}"))?,
         layouts,
         values: false,
+        outside: None,
     })
 }
 
@@ -200,17 +204,29 @@ pub fn build_cross(arch: Arch) -> Result<Binaries, String> {
         "-p", "usdt-bench", "--bin", "bench",
         "-p", "usdt-kernels", "--bin", "usdt-kernels",
     ];
+    let env = [
+        (format!("CARGO_TARGET_{var}_LINKER"), linker.clone()),
+        (
+            format!("CARGO_TARGET_{var}_RUSTFLAGS"),
+            "-C target-feature=+crt-static".to_string(),
+        ),
+    ];
+    cargo(&root, &args, &target, &env)?;
+    // The program written outside the project: a workspace of its own.
+    let manifest = crate::outside::write(&target.join(crate::outside::NAME), &root)?;
+    let manifest = manifest.to_string_lossy();
     cargo(
         &root,
-        &args,
-        &target,
         &[
-            (format!("CARGO_TARGET_{var}_LINKER"), linker.clone()),
-            (
-                format!("CARGO_TARGET_{var}_RUSTFLAGS"),
-                "-C target-feature=+crt-static".into(),
-            ),
+            "build",
+            "--release",
+            "--target",
+            triple,
+            "--manifest-path",
+            &manifest,
         ],
+        &target,
+        &env,
     )?;
     let release = target.join(triple).join("release");
     let layout = LayoutBins {
@@ -227,6 +243,7 @@ pub fn build_cross(arch: Arch) -> Result<Binaries, String> {
         harness: release.join("usdt-kernels"),
         layouts: vec![layout],
         values: true,
+        outside: Some(release.join(crate::outside::NAME)),
     })
 }
 

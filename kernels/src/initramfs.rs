@@ -443,6 +443,9 @@ pub fn placed(bins: &Binaries) -> (Binaries, Vec<(PathBuf, PathBuf)>) {
         for ex in EXAMPLES.iter().chain(values) {
             files.push((examples.join(ex), l.examples.join(ex)));
         }
+        if let (true, Some(outside)) = (bins.values, &bins.outside) {
+            files.push((examples.join(crate::outside::NAME), outside.clone()));
+        }
         let guest = LayoutBins {
             layout: l.layout,
             examples,

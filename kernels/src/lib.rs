@@ -24,6 +24,7 @@ pub mod features;
 pub mod fetch;
 pub mod guest;
 pub mod initramfs;
+pub mod outside;
 pub mod report;
 pub mod userland;
 pub mod values;

@@ -11,7 +11,10 @@
 //!   puts the ids 0 to 19 each in its power of two; `usdt count --by path`
 //!   counts each path. These aggregate in BPF maps behind uprobe_multi
 //!   links: on a kernel without them, each must refuse in one line that
-//!   names them.
+//!   names them;
+//! - a program written outside the project ([`crate::outside`]): `usdt
+//!   count` and `usdt trace` with each engine, exact counts and values, and
+//!   `usdt latency` pairing its starts and ends.
 
 use std::path::Path;
 use std::time::Duration;
@@ -54,6 +57,12 @@ pub fn check(
     checks.push(latency_check(plan, &latency, multi, log));
     checks.push(hist_check(plan, &latency, multi, log));
     checks.push(count_by_check(plan, &latency, multi, log));
+    let shop = bins.examples.join(crate::outside::NAME);
+    for engine in engines {
+        checks.push(outside_count(plan, &shop, engine, log));
+        checks.push(outside_trace(plan, &shop, engine, log));
+    }
+    checks.push(outside_latency(plan, &shop, multi, log));
     Values { checks }
 }
 
@@ -333,6 +342,95 @@ pub fn latency_right(out: &str, n: u64) -> Result<(), String> {
     }
 }
 
+/// `usdt ARGS -- shop N`, logged.
+fn shop(plan: &Plan, program: &Path, args: &[&str], n: u64, log: &mut Vec<String>) -> Outcome {
+    let program = program.to_string_lossy();
+    let n = n.to_string();
+    let mut all = args.to_vec();
+    all.extend(["--", &program, &n]);
+    let o = run(&plan.usdt, &all, "", plan.timeout);
+    logged(log, format!("usdt {} -- shop {n}", args.join(" ")), &o);
+    o
+}
+
+/// `usdt count --engine E -- shop 4`: each probe 4 times, the lazy one's
+/// closure run each time.
+fn outside_count(plan: &Plan, program: &Path, engine: &str, log: &mut Vec<String>) -> Value {
+    let o = shop(plan, program, &["count", "--engine", engine], 4, log);
+    let counted = ["order_placed", "paid", "shipped", "tick"]
+        .iter()
+        .all(|p| o.stdout.lines().any(|l| l.trim() == format!("shop:{p} 4")));
+    let exact = o.ok() && counted && o.stdout.contains("orders 4 charged 4");
+    json!({ "tool": "usdt count", "engine": engine, "example": "shop", "status": o.status, "exact": exact })
+}
+
+/// What `shop n` passes, as typed JSON.
+pub fn shop_expected(n: u64) -> Vec<Value> {
+    (0..n)
+        .flat_map(|id| {
+            [
+                json!({"probe": "shop:order_placed", "args": {"id": id, "item": "book"}}),
+                json!({"probe": "shop:paid", "args": {"id": id, "cents": -250}}),
+                json!({"probe": "shop:shipped", "args": {"id": id, "qty": 3}}),
+                json!({"probe": "shop:tick", "args": [id]}),
+            ]
+        })
+        .collect()
+}
+
+/// `usdt trace --json --engine E -- shop 3`: every hit with its values.
+fn outside_trace(plan: &Plan, program: &Path, engine: &str, log: &mut Vec<String>) -> Value {
+    let o = shop(
+        plan,
+        program,
+        &["trace", "--json", "--engine", engine],
+        3,
+        log,
+    );
+    let (missing, extra) = hit_differences(&o.stdout, &shop_expected(3));
+    for (what, hits) in [("missing", &missing), ("not passed", &extra)] {
+        for h in hits.iter().take(3) {
+            log.push(format!("  {what}: {h}"));
+        }
+    }
+    let exact = o.ok() && missing.is_empty() && extra.is_empty();
+    json!({ "tool": "usdt trace", "engine": engine, "example": "shop", "status": o.status, "exact": exact })
+}
+
+/// `usdt latency shop:order_placed shop:shipped --key id --json -- shop
+/// 5`: every order's placing paired with its shipping (or, without
+/// uprobe_multi links, the refusal).
+fn outside_latency(plan: &Plan, program: &Path, multi: bool, log: &mut Vec<String>) -> Value {
+    let args = [
+        "latency",
+        "shop:order_placed",
+        "shop:shipped",
+        "--key",
+        "id",
+        "--json",
+    ];
+    let o = shop(plan, program, &args, 5, log);
+    let v = last_json(&o.stdout);
+    let in_buckets: u64 = v["buckets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["count"].as_u64())
+        .sum();
+    let exact = match multi {
+        true => {
+            o.ok()
+                && v["count"] == 5
+                && v["unmatched"] == 0
+                && v["lost_starts"] == 0
+                && in_buckets == 5
+                && v["sum_ns"].as_u64().is_some_and(|s| s > 0)
+        }
+        false => refused_for_multi(&o),
+    };
+    json!({ "tool": "usdt latency", "engine": "bpf", "example": "shop", "status": o.status, "exact": exact })
+}
+
 /// `usdt hist lat:done id --json -- latency 20`: ids 0 to 19 in their
 /// powers of two.
 fn hist_check(plan: &Plan, latency: &Path, multi: bool, log: &mut Vec<String>) -> Value {
@@ -477,6 +575,18 @@ mod tests {
         let unmatched = out.replace("\"unmatched\":0", "\"unmatched\":1");
         assert!(latency_right(&unmatched, 6).is_err());
         assert!(latency_right("no output", 6).is_err());
+    }
+
+    #[test]
+    fn the_outside_programs_hits() {
+        let out = "{\"time_ns\":1,\"pid\":2,\"tid\":2,\"probe\":\"shop:order_placed\",\"args\":{\"id\":0,\"item\":\"book\"}}
+orders 1 charged 1
+{\"probe\":\"shop:paid\",\"args\":{\"id\":0,\"cents\":-250}}
+{\"probe\":\"shop:shipped\",\"args\":{\"id\":0,\"qty\":3}}
+{\"probe\":\"shop:tick\",\"args\":[0]}";
+        assert!(same_hits(out, &shop_expected(1)));
+        assert!(!same_hits(&out.replace("-250", "250"), &shop_expected(1)));
+        assert!(!same_hits(out, &shop_expected(2)));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! and arm64's 6.1, 6.12 and 7.3, emulated) booted in qemu: each keeps the
 //! contracts, and the old (6.1: no uprobe syscall, no BPF uprobe_multi) and
 //! the new (7.3: nop10 optimized, fork fixed) report what their generation
-//! does; on arm64 every value, latency and hist check ran, and bpftrace and
-//! gdb read the same values. This is the matrix `.ci/run`
+//! does; on arm64 every value, latency and hist check ran (on the examples
+//! and on a program written outside the project), and bpftrace and gdb read
+//! the same values. This is the matrix `.ci/run`
 //! runs: the JSON goes to `target/kernels.json` and the table to
 //! `target/kernels.txt`. The kernels and the built programs are shared with
 //! `cargo run -p usdt-kernels` (the cache and `target/kernels`).
@@ -107,6 +108,16 @@ fn every_kernel_generation_keeps_the_contracts() {
             types.iter().all(|c| c["semaphore_released"] == true),
             "{row}"
         );
+        // The program written outside the project: counted and traced with
+        // each engine, and its orders paired by `usdt latency` (refused
+        // without uprobe_multi links).
+        let shop = row["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["example"] == "shop")
+            .count();
+        assert_eq!(shop, if multi { 5 } else { 3 }, "{row}");
         for consumer in ["bpftrace", "gdb"] {
             assert!(
                 row["checks"]
