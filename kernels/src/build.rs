@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use usdt_provision::{Need, AARCH64_GCC, AARCH64_LIBC, SDT};
+use usdt_test_support::outside::Dependency;
 
 use crate::{Arch, Layout};
 
@@ -70,6 +71,11 @@ impl LayoutBins {
     }
 }
 
+/// The program written outside the project, as a user writes it (a
+/// package of its own on `usdt-probes`, by that name), which the values
+/// checks count and trace: `shop-plain N`.
+pub const OUTSIDE: Dependency = Dependency::ByPackageName;
+
 /// Everything the checks run, built for one architecture.
 #[derive(Clone, Debug)]
 pub struct Binaries {
@@ -83,8 +89,8 @@ pub struct Binaries {
     /// value, the semaphore after detaching, latency, hist and `count
     /// --by` (guest.rs, `values`).
     pub values: bool,
-    /// The program written outside the project ([`crate::outside`]), for
-    /// the values checks; the guest finds it beside the examples.
+    /// The program written outside the project ([`OUTSIDE`]), for the
+    /// values checks; the guest finds it beside the examples.
     pub outside: Option<PathBuf>,
 }
 
@@ -213,7 +219,10 @@ pub fn build_cross(arch: Arch) -> Result<Binaries, String> {
     ];
     cargo(&root, &args, &target, &env)?;
     // The program written outside the project: a workspace of its own.
-    let manifest = crate::outside::write(&target.join(crate::outside::NAME), &root)?;
+    let dir = target.join(OUTSIDE.package());
+    let manifest = OUTSIDE
+        .write(&dir, &root)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     let manifest = manifest.to_string_lossy();
     cargo(
         &root,
@@ -243,7 +252,7 @@ pub fn build_cross(arch: Arch) -> Result<Binaries, String> {
         harness: release.join("usdt-kernels"),
         layouts: vec![layout],
         values: true,
-        outside: Some(release.join(crate::outside::NAME)),
+        outside: Some(release.join(OUTSIDE.package())),
     })
 }
 

@@ -428,7 +428,7 @@ const EXAMPLES: &[&str] = &["demo", "fork", "redzone"];
 const VALUE_EXAMPLES: &[&str] = &["types", "latency"];
 
 /// `bins`, built on the machine for another architecture, at their places
-/// in its guest ([`GUEST_DIR`]), and each (guest path, machine path) to copy.
+/// in its guest (under `/usdt`), and each (guest path, machine path) to copy.
 pub fn placed(bins: &Binaries) -> (Binaries, Vec<(PathBuf, PathBuf)>) {
     let dir = Path::new(GUEST_DIR);
     let mut files = vec![
@@ -444,7 +444,10 @@ pub fn placed(bins: &Binaries) -> (Binaries, Vec<(PathBuf, PathBuf)>) {
             files.push((examples.join(ex), l.examples.join(ex)));
         }
         if let (true, Some(outside)) = (bins.values, &bins.outside) {
-            files.push((examples.join(crate::outside::NAME), outside.clone()));
+            files.push((
+                examples.join(crate::build::OUTSIDE.package()),
+                outside.clone(),
+            ));
         }
         let guest = LayoutBins {
             layout: l.layout,

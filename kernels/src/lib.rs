@@ -24,7 +24,6 @@ pub mod features;
 pub mod fetch;
 pub mod guest;
 pub mod initramfs;
-pub mod outside;
 pub mod report;
 pub mod userland;
 pub mod values;

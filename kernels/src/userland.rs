@@ -7,7 +7,7 @@
 //! download` fetches it, `dpkg-deb -x` unpacks it into a tree of the cache
 //! (a sysroot, `userland/arm64/KEY/root`), from which the initramfs takes
 //! each program and the shared libraries its ELF headers name
-//! ([`dependencies`], read with `readelf`).
+//! ([`dynamic`], read with `readelf`).
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};

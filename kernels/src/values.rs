@@ -12,7 +12,7 @@
 //!   counts each path. These aggregate in BPF maps behind uprobe_multi
 //!   links: on a kernel without them, each must refuse in one line that
 //!   names them;
-//! - a program written outside the project ([`crate::outside`]): `usdt
+//! - a program written outside the project ([`crate::build::OUTSIDE`]): `usdt
 //!   count` and `usdt trace` with each engine, exact counts and values, and
 //!   `usdt latency` pairing its starts and ends.
 
@@ -57,7 +57,7 @@ pub fn check(
     checks.push(latency_check(plan, &latency, multi, log));
     checks.push(hist_check(plan, &latency, multi, log));
     checks.push(count_by_check(plan, &latency, multi, log));
-    let shop = bins.examples.join(crate::outside::NAME);
+    let shop = bins.examples.join(crate::build::OUTSIDE.package());
     for engine in engines {
         checks.push(outside_count(plan, &shop, engine, log));
         checks.push(outside_trace(plan, &shop, engine, log));
@@ -342,14 +342,16 @@ pub fn latency_right(out: &str, n: u64) -> Result<(), String> {
     }
 }
 
-/// `usdt ARGS -- shop N`, logged.
+/// `usdt ARGS -- PROGRAM N` (the program written outside the project),
+/// logged.
 fn shop(plan: &Plan, program: &Path, args: &[&str], n: u64, log: &mut Vec<String>) -> Outcome {
-    let program = program.to_string_lossy();
+    let name = program.file_name().unwrap_or_default().to_string_lossy();
+    let path = program.to_string_lossy();
     let n = n.to_string();
     let mut all = args.to_vec();
-    all.extend(["--", &program, &n]);
+    all.extend(["--", &path, &n]);
     let o = run(&plan.usdt, &all, "", plan.timeout);
-    logged(log, format!("usdt {} -- shop {n}", args.join(" ")), &o);
+    logged(log, format!("usdt {} -- {name} {n}", args.join(" ")), &o);
     o
 }
 
@@ -357,14 +359,15 @@ fn shop(plan: &Plan, program: &Path, args: &[&str], n: u64, log: &mut Vec<String
 /// closure run each time.
 fn outside_count(plan: &Plan, program: &Path, engine: &str, log: &mut Vec<String>) -> Value {
     let o = shop(plan, program, &["count", "--engine", engine], 4, log);
-    let counted = ["order_placed", "paid", "shipped", "tick"]
-        .iter()
-        .all(|p| o.stdout.lines().any(|l| l.trim() == format!("shop:{p} 4")));
+    let counts = usdt_test_support::cli::parse_counts(&o.stdout);
+    let want = ["order_placed", "paid", "shipped", "tick"].map(|p| (format!("shop:{p}"), 4));
+    let counted = counts == want.into_iter().collect();
     let exact = o.ok() && counted && o.stdout.contains("orders 4 charged 4");
     json!({ "tool": "usdt count", "engine": engine, "example": "shop", "status": o.status, "exact": exact })
 }
 
-/// What `shop n` passes, as typed JSON.
+/// What the program written outside the project passes for `n` orders,
+/// as typed JSON.
 pub fn shop_expected(n: u64) -> Vec<Value> {
     (0..n)
         .flat_map(|id| {
