@@ -10,82 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-
-/// The program; `FACADE` is the name the program gives the dependency and
-/// `/*crate*/` where the renamed program says it.
-const MAIN: &str = r#"
-#[FACADE::provider/*crate*/]
-mod shop {
-    fn order_placed(id: u64, item: &str) {}
-    fn paid(id: u64, cents: i32) {}
-    fn shipped(id: u64, qty: Qty) {}
-}
-
-#[derive(FACADE::ProbeArg)]
-/*derive*/
-struct Qty(u16);
-
-fn main() {
-    let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1);
-    let mut charged = 0;
-    for id in 0..n {
-        shop::order_placed!(id, "book");
-        shop::paid!(|| {
-            charged += 1;
-            (id, -250)
-        });
-        shop::shipped!(id, Qty(3));
-        FACADE::probe!(shop, tick, id);
-    }
-    println!("orders {n} charged {charged}");
-}
-"#;
-
-/// How the program depends on the facade.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Dependency {
-    /// `usdt-probes = { path = .. }`: the library's own name, `usdt`.
-    ByPackageName,
-    /// `renamed = { package = "usdt-probes", path = .. }`.
-    Renamed,
-}
-
-impl Dependency {
-    fn package(self) -> &'static str {
-        match self {
-            Dependency::ByPackageName => "shop-plain",
-            Dependency::Renamed => "shop-renamed",
-        }
-    }
-
-    fn manifest(self) -> String {
-        let facade = usdt_test_support::root().display().to_string();
-        let dependency = match self {
-            Dependency::ByPackageName => format!("usdt-probes = {{ path = {facade:?} }}"),
-            Dependency::Renamed => {
-                format!("renamed = {{ package = \"usdt-probes\", path = {facade:?} }}")
-            }
-        };
-        format!(
-            "[package]\nname = \"{}\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-             [dependencies]\n{dependency}\n\n[workspace]\n",
-            self.package()
-        )
-    }
-
-    fn source(self) -> String {
-        match self {
-            Dependency::ByPackageName => MAIN
-                .replace("FACADE", "usdt")
-                .replace("/*crate*/", "")
-                .replace("/*derive*/\n", ""),
-            Dependency::Renamed => MAIN
-                .replace("FACADE", "renamed")
-                .replace("/*crate*/", "(crate = \"renamed\")")
-                .replace("/*derive*/", "#[usdt(crate = \"renamed\")]"),
-        }
-    }
-}
+use usdt_test_support::outside::Dependency;
 
 /// Writes the package (its own `[workspace]`, the workspace's lock file for
 /// the same versions) and builds it, once per test process; returns the
@@ -100,16 +25,7 @@ fn program(dependency: Dependency) -> PathBuf {
 fn build(dependency: Dependency) -> PathBuf {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let dir = tmp.join(dependency.package());
-    std::fs::create_dir_all(dir.join("src")).unwrap();
-    std::fs::write(dir.join("Cargo.toml"), dependency.manifest()).unwrap();
-    std::fs::write(dir.join("src/main.rs"), dependency.source()).unwrap();
-    if !dir.join("Cargo.lock").exists() {
-        std::fs::copy(
-            usdt_test_support::root().join("Cargo.lock"),
-            dir.join("Cargo.lock"),
-        )
-        .unwrap();
-    }
+    dependency.write(&dir, &usdt_test_support::root()).unwrap();
     // One target directory for both programs: they share the facade's build.
     let target = tmp.join("outside-target");
     usdt_test_support::run_ok(
@@ -127,7 +43,7 @@ fn build(dependency: Dependency) -> PathBuf {
 /// declares: one site each (a debug build), sizes and signs, semaphores
 /// for the provider's probes and none for the ad-hoc one.
 fn builds_and_notes_are_right(dependency: Dependency) {
-    let manifest = dependency.manifest();
+    let manifest = dependency.manifest(&usdt_test_support::root());
     match dependency {
         Dependency::ByPackageName => {
             assert!(!manifest.contains("package ="), "{manifest}");

@@ -6,15 +6,17 @@
 //!
 //! KVM where the machine offers it to ordinary kernels; a PVM host
 //! (`kvm_pvm`) boots only PVM guest kernels, so there, and without
-//! `/dev/kvm`, the guests run under TCG emulation.
+//! `/dev/kvm`, the guests run under TCG emulation, as every guest of
+//! another architecture does.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use usdt_provision::{Need, BUSYBOX, KMOD, QEMU_SYSTEM, VIRTME_NG};
+use usdt_provision::{Need, BUSYBOX, KMOD, QEMU_SYSTEM, QEMU_SYSTEM_ARM, VIRTME_NG};
 
 use crate::fetch::Kernel;
+use crate::Arch;
 
 /// How qemu runs the guest's CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +31,22 @@ impl Accel {
             Accel::Kvm => "kvm",
             Accel::Tcg => "tcg",
         }
+    }
+}
+
+/// KVM or TCG here for a guest of `arch`, and why: another architecture
+/// than the machine's is emulated.
+pub fn accel_for(arch: Arch) -> (Accel, String) {
+    match arch == Arch::host() {
+        true => accel(),
+        false => (
+            Accel::Tcg,
+            format!(
+                "tcg: an {} guest on an {} machine is emulated",
+                arch.debian(),
+                Arch::host().debian()
+            ),
+        ),
     }
 }
 
@@ -63,11 +81,26 @@ pub fn decide_accel(kvm_opens: bool, modules: &str) -> (Accel, String) {
     (Accel::Kvm, "kvm".into())
 }
 
-/// Installs what booting needs (qemu, busybox for virtme-ng's initramfs,
-/// virtme-ng in a virtualenv of the cache); `Err` says why qemu cannot run.
-pub fn prepare(cache: &Path) -> Result<PathBuf, String> {
+/// Installs what booting guests of `arches` needs (each one's qemu; for
+/// the machine's own, busybox for virtme-ng's initramfs and virtme-ng in a
+/// virtualenv of the cache); `Err` says why qemu cannot run.
+pub fn prepare(cache: &Path, arches: &[Arch]) -> Result<PathBuf, String> {
+    usdt_provision::ensure(&[Need::root(
+        "the guests' checks attach uprobes, and qemu's 9p root is the machine's",
+    )])
+    .map_err(|e| e.to_string())?;
+    if arches.contains(&Arch::Aarch64) {
+        usdt_provision::ensure(&[Need::package(
+            QEMU_SYSTEM_ARM,
+            "the kernel matrix boots each arm64 kernel in qemu-system-aarch64",
+        )])
+        .map_err(|e| e.to_string())?;
+    }
+    let venv = cache.join("venv");
+    if !arches.contains(&Arch::X86_64) {
+        return Ok(venv.join("bin"));
+    }
     usdt_provision::ensure(&[
-        Need::root("the guests' checks attach uprobes, and qemu's 9p root is the machine's"),
         Need::package(
             QEMU_SYSTEM,
             "the kernel matrix boots each kernel in qemu-system-x86_64",
@@ -79,7 +112,6 @@ pub fn prepare(cache: &Path) -> Result<PathBuf, String> {
         Need::package(KMOD, "virtme-ng finds the guests' modules with modprobe"),
     ])
     .map_err(|e| e.to_string())?;
-    let venv = cache.join("venv");
     usdt_provision::ensure_pip(
         &venv,
         VIRTME_NG,

@@ -1,11 +1,14 @@
 //! Fetching a generation's kernel: Debian's packages, with a private apt
-//! configuration in the cache (its own sources, lists and archives), so the
-//! machine's sources and installed packages stay as they are.
+//! configuration in the cache for each architecture (its own sources, lists
+//! and archives; `-o APT::Architecture=arm64` for arm64's), so the machine's
+//! sources and installed packages stay as they are.
 //!
-//! A generation (`6.1`) is the newest generic-flavour `linux-image-6.1*`
-//! package the lists offer, with the `linux-image`, `linux-binary` and
-//! `linux-modules` packages it depends on (newer kernels split the image into
-//! a metapackage, the kernel and its modules). They are downloaded with
+//! A generation (`6.1`, `arm64-6.1`) is the newest generic-flavour
+//! `linux-image-6.1*` package of its architecture the lists offer, with the
+//! `linux-image`, `linux-binary` and `linux-modules` packages it depends on
+//! (newer kernels split the image into a metapackage, the kernel and its
+//! modules; a kernel of another architecture than the machine's boots on an
+//! initramfs and needs no modules, so those are left out). They are downloaded with
 //! `apt-get download`, unpacked with `dpkg-deb -x` into one tree, and their
 //! modules indexed with `depmod -b`. The choice is kept in the cache
 //! (`kernels/GEN.json`), so later runs need no network; `--refresh` picks
@@ -16,24 +19,30 @@ use std::process::{Command, Stdio};
 
 use usdt_provision::{Need, KMOD};
 
+use crate::Arch;
+
 /// The suites that carry the generations: bullseye 5.10, bookworm and
 /// bullseye-security 6.1, trixie 6.12, trixie-backports 6.19.x and 7.3.x,
-/// sid 7.2.x, experimental 7.3-rc.
+/// sid 7.2.x, experimental 7.3-rc (`ARCH`: Debian's name of the
+/// architecture). bookworm also carries the userland of a guest of another
+/// architecture (userland.rs).
 const SOURCES: &str = "\
-deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main
-deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main
-deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
-deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
-deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie-backports main
-deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
-deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian experimental main
+deb [arch=ARCH signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main
+deb [arch=ARCH signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main
+deb [arch=ARCH signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
+deb [arch=ARCH signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+deb [arch=ARCH signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie-backports main
+deb [arch=ARCH signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
+deb [arch=ARCH signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian experimental main
 ";
 
 /// A kernel ready to boot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Kernel {
-    /// The generation asked for (`6.1`).
+    /// The generation asked for (`6.1`, `arm64-6.1`).
     pub generation: String,
+    /// The architecture it runs.
+    pub arch: Arch,
     /// The package that holds the kernel image.
     pub package: String,
     /// Its Debian version.
@@ -48,6 +57,7 @@ impl Kernel {
     fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "generation": self.generation,
+            "arch": self.arch.name(),
             "package": self.package,
             "version": self.version,
             "release": self.release,
@@ -59,6 +69,11 @@ impl Kernel {
         let s = |k: &str| v.get(k)?.as_str().map(String::from);
         Some(Kernel {
             generation: s("generation")?,
+            // Kernels chosen before the matrix had arm64 are x86-64's.
+            arch: match v.get("arch") {
+                None => Arch::X86_64,
+                Some(a) => Arch::from_name(a.as_str()?)?,
+            },
             package: s("package")?,
             version: s("version")?,
             release: s("release")?,
@@ -76,12 +91,22 @@ pub struct Record {
     pub depends: Vec<String>,
 }
 
-/// The private apt configuration in `cache/apt`.
-struct Apt {
+/// The private apt configuration of one architecture: `cache/apt` for
+/// amd64, `cache/apt-arm64` for arm64.
+pub(crate) struct Apt {
     dir: PathBuf,
+    arch: Arch,
 }
 
 impl Apt {
+    pub(crate) fn new(cache: &Path, arch: Arch) -> Apt {
+        let dir = match arch {
+            Arch::X86_64 => cache.join("apt"),
+            a => cache.join(format!("apt-{}", a.debian())),
+        };
+        Apt { dir, arch }
+    }
+
     fn options(&self) -> Vec<String> {
         let d = self.dir.display();
         vec![
@@ -90,13 +115,18 @@ impl Apt {
             format!("-oDir::State::Lists={d}/lists"),
             format!("-oDir::Cache={d}/cache"),
             "-oDir::State::status=/dev/null".into(),
-            "-oAPT::Architecture=amd64".into(),
+            format!("-oAPT::Architecture={}", self.arch.debian()),
             "-oAcquire::IndexTargets::deb::DEP-11::DefaultEnabled=false".into(),
             "-oDebug::NoLocking=1".into(),
         ]
     }
 
-    fn run(&self, tool: &str, args: &[&str], cwd: Option<&Path>) -> Result<String, String> {
+    pub(crate) fn run(
+        &self,
+        tool: &str,
+        args: &[&str],
+        cwd: Option<&Path>,
+    ) -> Result<String, String> {
         let mut cmd = Command::new(tool);
         cmd.args(self.options()).args(args).stdin(Stdio::null());
         if let Some(cwd) = cwd {
@@ -117,7 +147,7 @@ impl Apt {
     }
 
     /// Writes the sources and fetches the lists, unless already fetched.
-    fn update(&self, refresh: bool) -> Result<(), String> {
+    pub(crate) fn update(&self, refresh: bool) -> Result<(), String> {
         let lists = self.dir.join("lists");
         let fetched = std::fs::read_dir(&lists)
             .map(|d| {
@@ -133,7 +163,8 @@ impl Apt {
             std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
         }
         let sources = self.dir.join("sources.list");
-        std::fs::write(&sources, SOURCES).map_err(|e| format!("{}: {e}", sources.display()))?;
+        let text = SOURCES.replace("ARCH", self.arch.debian());
+        std::fs::write(&sources, text).map_err(|e| format!("{}: {e}", sources.display()))?;
         eprintln!(
             "kernels: apt-get update with the private sources in {}",
             sources.display()
@@ -145,6 +176,9 @@ impl Apt {
 /// The kernel of `generation`, fetched into `cache` on first use.
 pub fn fetch(cache: &Path, generation: &str, refresh: bool) -> Result<Kernel, String> {
     let chosen = cache.join("kernels").join(format!("{generation}.json"));
+    let Some(crate::Generation { arch, series, .. }) = crate::generation(generation) else {
+        return Err(format!("no kernel generation \"{generation}\""));
+    };
     if !refresh {
         if let Some(k) = std::fs::read_to_string(&chosen)
             .ok()
@@ -160,34 +194,79 @@ pub fn fetch(cache: &Path, generation: &str, refresh: bool) -> Result<Kernel, St
         "the kernel matrix indexes each kernel package's modules with depmod",
     )])
     .map_err(|e| e.to_string())?;
-    let apt = Apt {
-        dir: cache.join("apt"),
-    };
+    let apt = Apt::new(cache, arch);
     apt.update(refresh)?;
-    let names = candidates(&apt.run(
-        "apt-cache",
-        &[
-            "search",
-            "--names-only",
-            &format!("^linux-image-{}[.-]", generation.replace('.', "\\.")),
-        ],
-        None,
-    )?);
+    let names = candidates(
+        &apt.run(
+            "apt-cache",
+            &[
+                "search",
+                "--names-only",
+                &format!("^linux-image-{}[.-]", series.replace('.', "\\.")),
+            ],
+            None,
+        )?,
+        arch,
+    );
+    let debian = arch.debian();
     if names.is_empty() {
-        return Err(format!("no linux-image-{generation}* package in the lists"));
+        return Err(format!(
+            "no linux-image-{series}*-{debian} package in the lists"
+        ));
     }
     let records = show(&apt, &names)?;
-    let newest = newest(&records).ok_or(format!("no version of linux-image-{generation}*"))?;
-    let packages = closure(&apt, newest)?;
-    let debs = cache.join("debs");
+    // The newest the mirror serves: a package the lists name may be gone
+    // from it (bullseye-security's arm64 6.1 answered 404).
+    let mut failures = Vec::new();
+    for r in newest_first(&records).into_iter().take(CANDIDATES) {
+        match unpack_kernel(cache, &apt, r, generation, arch) {
+            Ok(kernel) => {
+                std::fs::write(&chosen, kernel.to_json().to_string())
+                    .map_err(|e| format!("{}: {e}", chosen.display()))?;
+                return Ok(kernel);
+            }
+            Err(e) => {
+                eprintln!(
+                    "kernels: {generation}: {} {}: {e}; trying the next newest",
+                    r.package, r.version
+                );
+                failures.push(format!("{} {}: {e}", r.package, r.version));
+            }
+        }
+    }
+    Err(match failures.is_empty() {
+        true => format!("no version of linux-image-{series}*-{debian}"),
+        false => failures.join("; "),
+    })
+}
+
+/// How many of a generation's newest packages are tried before giving up.
+const CANDIDATES: usize = 8;
+
+/// `newest` and the kernel packages it depends on, downloaded and unpacked
+/// into a tree of the cache: the kernel.
+fn unpack_kernel(
+    cache: &Path,
+    apt: &Apt,
+    newest: &Record,
+    generation: &str,
+    arch: Arch,
+) -> Result<Kernel, String> {
+    // A kernel of another architecture boots on an initramfs: no modules.
+    let packages = closure(apt, newest, arch == Arch::host())?;
+    let debs = debs_dir(cache, arch);
     std::fs::create_dir_all(&debs).map_err(|e| format!("{}: {e}", debs.display()))?;
     let tree = cache
         .join("kernels")
         .join(format!("{}_{}", newest.package, newest.version));
     std::fs::create_dir_all(&tree).map_err(|e| format!("{}: {e}", tree.display()))?;
-    for r in &packages {
-        let deb = download(&apt, &debs, r)?;
-        unpack(&deb, &tree)?;
+    let unpacked = packages.iter().try_for_each(|r| {
+        let deb = download(apt, &debs, r)?;
+        unpack(&deb, &tree)
+    });
+    if let Err(e) = unpacked {
+        let _ = std::fs::remove_dir_all(&tree);
+        return Err(e);
     }
     let (vmlinuz, release) = find_image(&tree)?;
     index_modules(&tree, &release)?;
@@ -196,23 +275,40 @@ pub fn fetch(cache: &Path, generation: &str, refresh: bool) -> Result<Kernel, St
         .find(|r| r.package.starts_with("linux-binary-"))
         .or_else(|| packages.iter().find(|r| r.package.contains(&release)))
         .unwrap_or(newest);
-    let kernel = Kernel {
+    Ok(Kernel {
         generation: generation.into(),
+        arch,
         package: holder.package.clone(),
         version: holder.version.clone(),
         release,
         vmlinuz,
-    };
-    std::fs::write(&chosen, kernel.to_json().to_string())
-        .map_err(|e| format!("{}: {e}", chosen.display()))?;
-    Ok(kernel)
+    })
 }
 
-/// Why `kernel` cannot boot on the machine's root over 9p, if it cannot:
-/// its modules (9p and virtio among them) are not in the tree, as for 6.19,
-/// whose `linux-modules` package the lists do not offer. Such a kernel boots
-/// on an initramfs instead (initramfs.rs).
+/// Where the downloaded packages of `arch` are kept: `cache/debs` for the
+/// machine's, `cache/debs-arm64` for arm64's.
+pub(crate) fn debs_dir(cache: &Path, arch: Arch) -> PathBuf {
+    match arch {
+        Arch::X86_64 => cache.join("debs"),
+        a => cache.join(format!("debs-{}", a.debian())),
+    }
+}
+
+/// Why `kernel` cannot boot on the machine's root over 9p, if it cannot: it
+/// runs another architecture than the machine's (arm64), or its modules (9p
+/// and virtio among them) are not in the tree, as for 6.19, whose
+/// `linux-modules` package the lists do not offer. Such a kernel boots on an
+/// initramfs instead (initramfs.rs).
 pub fn unbootable(kernel: &Kernel) -> Option<String> {
+    if kernel.arch != Arch::host() {
+        return Some(format!(
+            "{} {} is an {} kernel, and the machine's root is {}'s",
+            kernel.package,
+            kernel.version,
+            kernel.arch.debian(),
+            Arch::host().debian()
+        ));
+    }
     let mut dir = kernel.vmlinuz.parent();
     while let Some(d) = dir {
         for base in ["lib/modules", "usr/lib/modules"] {
@@ -231,14 +327,15 @@ pub fn unbootable(kernel: &Kernel) -> Option<String> {
     ))
 }
 
-/// The generic-flavour kernel packages of `apt-cache search` output: not
-/// cloud, rt, unsigned or debug symbols.
-pub fn candidates(search: &str) -> Vec<String> {
+/// The generic-flavour kernel packages of `arch` in `apt-cache search`
+/// output: not cloud, rt, 16k pages, unsigned or debug symbols.
+pub fn candidates(search: &str, arch: Arch) -> Vec<String> {
+    let suffix = format!("-{}", arch.debian());
     search
         .lines()
         .filter_map(|l| l.split(" - ").next())
         .map(str::trim)
-        .filter(|n| n.ends_with("-amd64"))
+        .filter(|n| n.ends_with(&suffix))
         .filter(|n| !["-cloud-", "-rt-", "-dbg"].iter().any(|x| n.contains(x)))
         .map(String::from)
         .collect()
@@ -269,23 +366,25 @@ pub fn parse_records(text: &str) -> Vec<Record> {
         .collect()
 }
 
-/// The record with the highest version (the last of equals: search order is
-/// stable, and either one leads to the same kernel through its dependencies).
-pub fn newest(records: &[Record]) -> Option<&Record> {
-    records
-        .iter()
-        .max_by(|a, b| crate::debver::compare(&a.version, &b.version))
+/// The records, highest version first (of equals, the last first: search
+/// order is stable, and either one leads to the same kernel through its
+/// dependencies).
+pub fn newest_first(records: &[Record]) -> Vec<&Record> {
+    let mut sorted: Vec<&Record> = records.iter().rev().collect();
+    sorted.sort_by(|a, b| crate::debver::compare(&b.version, &a.version));
+    sorted
 }
 
-fn show(apt: &Apt, names: &[String]) -> Result<Vec<Record>, String> {
+pub(crate) fn show(apt: &Apt, names: &[String]) -> Result<Vec<Record>, String> {
     let mut args = vec!["show", "--no-all-versions"];
     args.extend(names.iter().map(String::as_str));
     Ok(parse_records(&apt.run("apt-cache", &args, None)?))
 }
 
-/// `root` and the kernel packages it depends on, recursively; a dependency
-/// the lists do not have (6.19's modules) is left out.
-fn closure(apt: &Apt, root: &Record) -> Result<Vec<Record>, String> {
+/// `root` and the kernel packages it depends on, recursively (the modules
+/// only `with_modules`); a dependency the lists do not have (6.19's
+/// modules) is left out.
+fn closure(apt: &Apt, root: &Record, with_modules: bool) -> Result<Vec<Record>, String> {
     let mut all = vec![root.clone()];
     let mut i = 0;
     while i < all.len() {
@@ -297,6 +396,7 @@ fn closure(apt: &Apt, root: &Record) -> Result<Vec<Record>, String> {
                     .iter()
                     .any(|p| d.starts_with(p))
             })
+            .filter(|d| with_modules || !d.starts_with("linux-modules-"))
             .filter(|d| !all.iter().any(|r| &r.package == *d))
             .cloned()
             .collect();
@@ -310,7 +410,7 @@ fn closure(apt: &Apt, root: &Record) -> Result<Vec<Record>, String> {
     Ok(all)
 }
 
-fn download(apt: &Apt, debs: &Path, r: &Record) -> Result<PathBuf, String> {
+pub(crate) fn download(apt: &Apt, debs: &Path, r: &Record) -> Result<PathBuf, String> {
     let find = || {
         std::fs::read_dir(debs)
             .ok()?
@@ -334,7 +434,7 @@ fn download(apt: &Apt, debs: &Path, r: &Record) -> Result<PathBuf, String> {
     ))
 }
 
-fn unpack(deb: &Path, tree: &Path) -> Result<(), String> {
+pub(crate) fn unpack(deb: &Path, tree: &Path) -> Result<(), String> {
     let out = Command::new("dpkg-deb")
         .arg("-x")
         .arg(deb)
@@ -412,6 +512,7 @@ mod tests {
         std::fs::create_dir_all(&boot).unwrap();
         let kernel = Kernel {
             generation: "6.19".into(),
+            arch: Arch::X86_64,
             package: "linux-binary-6.19.14+deb13-amd64".into(),
             version: "6.19.14-1~bpo13+1".into(),
             release: "6.19.14+deb13-amd64".into(),
@@ -422,7 +523,19 @@ mod tests {
             .contains("no linux-modules package"));
         std::fs::create_dir_all(tree.join("lib/modules/6.19.14+deb13-amd64/kernel")).unwrap();
         assert_eq!(unbootable(&kernel), None);
+        // A kernel of another architecture boots on its initramfs, modules
+        // or not.
+        let arm = Kernel {
+            arch: Arch::Aarch64,
+            ..kernel.clone()
+        };
+        assert_eq!(unbootable(&arm).is_some(), Arch::host() != Arch::Aarch64);
         std::fs::remove_dir_all(&tree).unwrap();
+        let json = arm.to_json();
+        assert_eq!(Kernel::from_json(&json), Some(arm));
+        let mut old = json;
+        old.as_object_mut().unwrap().remove("arch");
+        assert_eq!(Kernel::from_json(&old).unwrap().arch, Arch::X86_64);
     }
 
     #[test]
@@ -436,8 +549,18 @@ linux-image-6.1.0-47-amd64-unsigned - Linux 6.1 for 64-bit PCs
 linux-image-6.1.0-47-amd64-dbg - Debug symbols for linux-image-6.1.0-47-amd64
 ";
         assert_eq!(
-            candidates(search),
+            candidates(search, Arch::X86_64),
             ["linux-image-6.1-amd64", "linux-image-6.1.0-47-amd64"]
+        );
+        assert!(candidates(search, Arch::Aarch64).is_empty());
+        let arm = "\
+linux-image-6.12.117+deb13-arm64 - Linux 6.12 for 64-bit ARMv8 machines (signed)
+linux-image-6.12.117+deb13-arm64-16k - Linux 6.12 for 64-bit ARMv8 machines, 16k pages (signed)
+linux-image-6.12.117+deb13-rt-arm64 - Linux 6.12 for 64-bit ARMv8 machines, PREEMPT_RT (signed)
+";
+        assert_eq!(
+            candidates(arm, Arch::Aarch64),
+            ["linux-image-6.12.117+deb13-arm64"]
         );
         let show = "\
 Package: linux-image-7.3-amd64
@@ -458,9 +581,8 @@ Depends: linux-binary-7.3.4+deb13-amd64 (= 7.3.4-1~bpo13+1)
                 "linux-modules-7.3-amd64"
             ]
         );
-        assert_eq!(
-            newest(&records).unwrap().package,
-            "linux-image-7.3.4+deb13-amd64"
-        );
+        let sorted = newest_first(&records);
+        assert_eq!(sorted[0].package, "linux-image-7.3.4+deb13-amd64");
+        assert_eq!(sorted[1].package, "linux-image-7.3-amd64");
     }
 }

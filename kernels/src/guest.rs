@@ -12,18 +12,30 @@
 //! - c. exact counts and argument values: `usdt count` and `usdt trace` on
 //!   every engine the kernel offers, bpftrace and gdb;
 //! - d. a forking program under the default attach and under `--attach next`;
-//! - e. the red-zone program under Location + 1;
-//! - f. the bench's attached rows.
+//! - e. the red-zone program under Location + 1 (x86-64's long nops);
+//! - f. the bench's attached rows;
+//! - g. where the plan asks (`values`): every argument type of the `types`
+//!   example traced while it runs, and its semaphore back at 0 once the
+//!   tracer has left; `usdt latency`, `usdt hist` and `usdt count --by` on
+//!   the `latency` example (known waits and values), or their refusal
+//!   where the kernel has no BPF uprobe_multi links;
+//! - h. whether `usdt features` tells the truth about the kernel.
+//!
+//! The checks are the same on every architecture: the guest runs them on
+//! its own, and a layout without a long nop (aarch64's `nop`) has no
+//! Location + 1 to check.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::build::LayoutBins;
 use crate::features::{self, FeatureReport};
+use crate::Arch;
 
 /// What the guest command was given.
 #[derive(Clone, Debug)]
@@ -34,6 +46,12 @@ pub struct Plan {
     pub bench_iterations: u64,
     /// The longest any one program may run.
     pub timeout: Duration,
+    /// Whether the examples `types` and `latency` are beside the default
+    /// layout's, whose values the guest then checks (g.).
+    pub values: bool,
+    /// The consumers run beside `usdt` (`bpftrace`, `gdb`): those in the
+    /// guest.
+    pub consumers: Vec<String>,
 }
 
 /// How a program ended, and what it printed.
@@ -103,6 +121,119 @@ pub fn run(program: &Path, args: &[&str], input: &str, timeout: Duration) -> Out
     }
 }
 
+/// A program started with its stdin, stdout and stderr piped, whose output
+/// lines are read as they come: for a check that talks to it while another
+/// program runs.
+pub struct Running {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    out: Receiver<String>,
+    err: Receiver<String>,
+    /// The lines read so far.
+    stdout: String,
+    stderr: String,
+}
+
+/// The lines of `pipe`, sent one by one until its end.
+fn lines_of(pipe: Option<impl Read + Send + 'static>) -> Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Some(pipe) = pipe else { return };
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+impl Running {
+    /// Starts `program args`.
+    pub fn start(program: &Path, args: &[&str]) -> Result<Running, String> {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("not run: {}: {e}", program.display()))?;
+        Ok(Running {
+            stdin: child.stdin.take(),
+            out: lines_of(child.stdout.take()),
+            err: lines_of(child.stderr.take()),
+            child,
+            stdout: String::new(),
+            stderr: String::new(),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its next line on stdout, if one comes within `timeout`.
+    pub fn line(&mut self, timeout: Duration) -> Option<String> {
+        let line = self.out.recv_timeout(timeout).ok()?;
+        self.stdout += &format!("{line}\n");
+        Some(line)
+    }
+
+    /// Its lines on stderr up to the first that starts with `prefix`, if
+    /// one comes within `timeout`.
+    pub fn err_line_starting(&mut self, prefix: &str, timeout: Duration) -> Option<String> {
+        let start = Instant::now();
+        loop {
+            let left = timeout.checked_sub(start.elapsed())?;
+            let line = self.err.recv_timeout(left).ok()?;
+            self.stderr += &format!("{line}\n");
+            if line.starts_with(prefix) {
+                return Some(line);
+            }
+        }
+    }
+
+    /// Writes `text` to its stdin.
+    pub fn send(&mut self, text: &str) {
+        if let Some(stdin) = self.stdin.as_mut() {
+            let _ = stdin.write_all(text.as_bytes());
+            let _ = stdin.flush();
+        }
+    }
+
+    /// Closes its stdin, waits for its end for at most `timeout` (then
+    /// kills it), and gives how it ended with every line it wrote.
+    pub fn finish(mut self, timeout: Duration) -> Outcome {
+        drop(self.stdin.take());
+        let start = Instant::now();
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => break describe(s),
+                Ok(None) if start.elapsed() > timeout => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break "timeout".to_string();
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => break format!("not run: wait: {e}"),
+            }
+        };
+        // What it wrote last, until its pipes close (or, were they held
+        // open by a process it left behind, a quiet second).
+        for (rx, text) in [(&self.out, &mut self.stdout), (&self.err, &mut self.stderr)] {
+            while let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
+                *text += &format!("{line}\n");
+            }
+        }
+        Outcome {
+            status,
+            stdout: self.stdout,
+            stderr: self.stderr,
+        }
+    }
+}
+
 fn describe(s: std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (s.code(), s.signal()) {
@@ -113,7 +244,8 @@ fn describe(s: std::process::ExitStatus) -> String {
 }
 
 /// `syscall(336)`'s errno from a normal caller: ENOSYS where there is no
-/// uprobe syscall, ENXIO on the nop5 kernels, EPROTO on the nop10 ones.
+/// uprobe syscall (every aarch64 kernel, where 336 is no system call), ENXIO
+/// on the nop5 kernels, EPROTO on the nop10 ones.
 pub fn uprobe_syscall_errno() -> String {
     // SAFETY: syscall 336 is the uprobe syscall where it exists; called from
     // outside a trampoline it changes nothing and fails; elsewhere it is
@@ -159,8 +291,12 @@ pub fn check(plan: &Plan) -> Value {
         let name = bins.layout.name;
         let demo = bins.examples.join("demo");
         list_attach.insert(name.into(), json!(listed_attach(plan, &demo, &mut log)));
-        let (rz_ok, trampoline, rz) = red_zone(plan, bins, &mut log);
-        redzone.insert(name.into(), json!({ "ok": rz_ok, "status": rz }));
+        let mut trampoline = false;
+        if bins.layout.has_long_nop() {
+            let (rz_ok, tramp, rz) = red_zone(plan, bins, &mut log);
+            redzone.insert(name.into(), json!({ "ok": rz_ok, "status": rz }));
+            trampoline = tramp;
+        }
         let rows = bench_rows(plan, bins, &mut log);
         counts.push(bench_hits(&rows, name));
         let rewritten = row(&rows, "forced-next")
@@ -169,23 +305,38 @@ pub fn check(plan: &Plan) -> Value {
         optimized.insert(name.into(), json!(trampoline || rewritten));
         bench.insert(name.into(), rows);
         let default = fork_check(plan, bins, "auto", &mut log);
-        let next = fork_check(plan, bins, "next", &mut log);
+        let next = match bins.layout.has_long_nop() {
+            true => fork_check(plan, bins, "next", &mut log),
+            false => Value::Null,
+        };
         fork.insert(name.into(), json!({ "default": default, "next": next }));
         for engine in engines {
             counts.push(count_check(plan, &demo, name, engine, &mut log));
             counts.push(trace_check(plan, &demo, name, engine, &mut log));
         }
         if bins.layout.feature.is_none() {
-            counts.push(bpftrace_check(plan, &demo, &mut log));
-            counts.push(gdb_check(plan, &demo, &mut log));
+            if plan.consumers.iter().any(|c| c == "bpftrace") {
+                counts.push(bpftrace_check(plan, &demo, name, &mut log));
+            }
+            if plan.consumers.iter().any(|c| c == "gdb") {
+                counts.push(gdb_check(plan, &demo, name, &mut log));
+            }
         }
     }
+    let values = match (plan.values, plan.layouts.first()) {
+        (true, Some(bins)) => {
+            let v = crate::values::check(plan, bins, engines, &features, &mut log);
+            Some(v)
+        }
+        _ => None,
+    };
+    let truth = features_truth(&features, &errno, &release, &counts);
     let counts_exact = !counts.is_empty() && counts.iter().all(|c| c["exact"] == true);
     let fork_survives_default = !fork.is_empty()
         && fork
             .values()
             .all(|f| f["default"]["child_survives"] == true);
-    let rows = summary_rows(&bench);
+    let rows = summary_rows(&bench, &plan.layouts);
     let ratio = match (rows.get("default"), rows.get("c-sdt-nop")) {
         (Some(d), Some(c)) if c.as_f64() > Some(0.0) => {
             json!(d.as_f64().unwrap_or(0.0) / c.as_f64().unwrap_or(1.0))
@@ -194,6 +345,7 @@ pub fn check(plan: &Plan) -> Value {
     };
     json!({
         "kernel": release,
+        "arch": Arch::host().name(),
         "uprobe_syscall": errno,
         "features_uprobe_syscall": features.as_ref().map(|f| &f.uprobe_syscall),
         "uprobe_multi": features.as_ref().map(|f| f.uprobe_multi),
@@ -210,6 +362,10 @@ pub fn check(plan: &Plan) -> Value {
         "fork": fork,
         "checks": counts,
         "counts_exact": counts_exact,
+        "values": values.as_ref().map(|v| &v.checks),
+        "values_exact": values.as_ref().map(|v| v.exact()),
+        "features": truth,
+        "features_true": truth.as_object().is_some_and(|o| o.values().all(|v| v == true)),
         "fork_survives_default": fork_survives_default,
         "rows": rows,
         "ratio_default_vs_c": ratio,
@@ -218,7 +374,7 @@ pub fn check(plan: &Plan) -> Value {
     })
 }
 
-fn logged(log: &mut Vec<String>, what: String, o: &Outcome) {
+pub(crate) fn logged(log: &mut Vec<String>, what: String, o: &Outcome) {
     log.push(format!("{what}: {}", o.status));
     if !o.ok() {
         let tail: Vec<&str> = o.stderr.lines().rev().take(3).collect();
@@ -452,8 +608,34 @@ pub fn trace_exact(out: &str, n: u64) -> bool {
         })
 }
 
+/// h. Each thing `usdt features` says about the kernel against what the
+/// guest sees: the uprobe syscall's errno measured here, BPF uprobe_multi
+/// links where the release has them (and `usdt count` on them exact where
+/// it says yes), the machine and the release.
+fn features_truth(
+    f: &Option<FeatureReport>,
+    errno: &str,
+    release: &str,
+    counts: &[Value],
+) -> Value {
+    let multi_counted = counts
+        .iter()
+        .filter(|c| c["engine"] == "bpf" && c["tool"] == "usdt count")
+        .all(|c| c["exact"] == true);
+    let Some(f) = f else {
+        return json!({ "uprobe_syscall": false, "uprobe_multi": false, "machine": false, "kernel": false });
+    };
+    json!({
+        "uprobe_syscall": f.uprobe_syscall == errno,
+        "uprobe_multi": Some(f.uprobe_multi) == crate::expects_uprobe_multi(release)
+            && multi_counted,
+        "machine": f.machine == Arch::host().name(),
+        "kernel": f.kernel == release,
+    })
+}
+
 /// c. bpftrace 0.17's own attach (at the note's Location) and `str()`.
-fn bpftrace_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
+fn bpftrace_check(plan: &Plan, demo: &Path, layout: &str, log: &mut Vec<String>) -> Value {
     let d = demo.to_string_lossy();
     let program =
         format!("usdt:{d}:http:request_start {{ printf(\"%d %s\\n\", arg0, str(arg1)); }}");
@@ -477,11 +659,11 @@ fn bpftrace_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
         })
         .collect();
     let exact = o.ok() && lines == ["0 /item/0", "1 /item/1", "2 /item/2"];
-    json!({ "tool": "bpftrace", "engine": "bpftrace", "layout": crate::DEFAULT_LAYOUT.name, "status": o.status, "exact": exact })
+    json!({ "tool": "bpftrace", "engine": "bpftrace", "layout": layout, "status": o.status, "exact": exact })
 }
 
 /// c. gdb stops at the probe and reads an argument.
-fn gdb_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
+fn gdb_check(plan: &Plan, demo: &Path, layout: &str, log: &mut Vec<String>) -> Value {
     let d = demo.to_string_lossy();
     let o = run(
         Path::new("gdb"),
@@ -510,7 +692,7 @@ fn gdb_check(plan: &Plan, demo: &Path, log: &mut Vec<String>) -> Value {
         &o,
     );
     let exact = o.ok() && o.stdout.contains("$1 = 0") && o.stdout.contains("$2 = 200");
-    json!({ "tool": "gdb", "engine": "gdb", "layout": crate::DEFAULT_LAYOUT.name, "status": o.status, "exact": exact })
+    json!({ "tool": "gdb", "engine": "gdb", "layout": layout, "status": o.status, "exact": exact })
 }
 
 /// f. `bench --attached-rows N`. A run whose default row trails the C row
@@ -590,15 +772,19 @@ fn row<'a>(bench: &'a Value, name: &str) -> Option<&'a Value> {
 }
 
 /// The rows of the matrix, in M/s: `default` (the default build's auto
-/// attach, what applications get), each layout forced at its long nop,
-/// `c-sdt-nop` and `syscall` (from the default layout's run).
-fn summary_rows(bench: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+/// attach, what applications get), each layout with a long nop forced at
+/// Location + 1, `c-sdt-nop` and `syscall` (from the default layout's run).
+fn summary_rows(
+    bench: &serde_json::Map<String, Value>,
+    layouts: &[LayoutBins],
+) -> serde_json::Map<String, Value> {
     let mut rows = serde_json::Map::new();
     let mops = |r: &Value| match r["error"].is_null() {
         true => r["mops"].clone(),
         false => Value::Null,
     };
-    if let Some(first) = bench.get(crate::DEFAULT_LAYOUT.name) {
+    let default = layouts.iter().find(|l| l.layout.feature.is_none());
+    if let Some(first) = default.and_then(|l| bench.get(l.layout.name)) {
         for (name, key) in [
             ("default", "default"),
             ("c-sdt-nop", "c-sdt-nop"),
@@ -609,7 +795,10 @@ fn summary_rows(bench: &serde_json::Map<String, Value>) -> serde_json::Map<Strin
             }
         }
     }
-    for (layout, b) in bench {
+    for l in layouts.iter().filter(|l| l.layout.has_long_nop()) {
+        let (layout, Some(b)) = (l.layout.name, bench.get(l.layout.name)) else {
+            continue;
+        };
         if let Some(r) = row(b, "forced-next") {
             rows.insert(format!("{layout}-forced"), mops(r));
         }

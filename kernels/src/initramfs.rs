@@ -25,8 +25,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::boot::{shell_line, Accel, Boot};
-use crate::build::Binaries;
+use crate::build::{Binaries, LayoutBins};
 use crate::fetch::Kernel;
+use crate::userland::Userland;
+use crate::Arch;
 
 /// The lines around the result on the guest's second serial port.
 pub const BEGIN: &str = "=== usdt-kernels result begin ===";
@@ -39,6 +41,60 @@ pub const GUEST_OUT: &str = "/tmp/usdt-kernels-result.json";
 const APPLETS: &[&str] = &[
     "sh", "mount", "mkdir", "cat", "echo", "sleep", "poweroff", "sync", "uname",
 ];
+
+/// The machine's path of the guest's `path` in the tree at `root`.
+fn on(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// Resolves the guest's `path` in the tree at `root`, link by link (a link's
+/// target read inside `root`), collecting each directory, link and the file
+/// it reaches into `found`; the resolved path.
+fn resolve(
+    root: &Path,
+    path: &Path,
+    depth: usize,
+    found: &mut Vec<(PathBuf, Entry)>,
+) -> Result<PathBuf, String> {
+    if depth > 40 {
+        return Err(format!("{}: too many symbolic links", path.display()));
+    }
+    // The guest's real directory so far.
+    let mut cur = PathBuf::from("/");
+    let comps: Vec<Component> = path.components().collect();
+    for (i, c) in comps.iter().enumerate() {
+        let name = match c {
+            Component::Normal(name) => name,
+            Component::ParentDir => {
+                cur.pop();
+                continue;
+            }
+            _ => continue,
+        };
+        let next = cur.join(name);
+        let real = on(root, &next);
+        let md =
+            std::fs::symlink_metadata(&real).map_err(|e| format!("{}: {e}", real.display()))?;
+        let last = i + 1 == comps.len();
+        if md.file_type().is_symlink() {
+            let target =
+                std::fs::read_link(&real).map_err(|e| format!("{}: {e}", real.display()))?;
+            // The link's target, itself perhaps a link
+            // (`/usr/bin/cc` -> `/etc/alternatives/cc` -> `/usr/bin/gcc`).
+            cur = resolve(root, &cur.join(&target), depth + 1, found)?;
+            found.push((next, Entry::Symlink(target)));
+        } else if md.is_dir() {
+            found.push((next.clone(), Entry::Dir));
+            cur = next;
+        } else if last {
+            found.push((next.clone(), Entry::File(real)));
+            cur = next;
+        } else {
+            return Err(format!("{}: not a directory", real.display()));
+        }
+    }
+    Ok(cur)
+}
 
 /// One entry of the archive.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,61 +147,46 @@ impl Tree {
     /// way (`/lib` -> `usr/lib`, `/usr/bin/cc` -> `/etc/alternatives/cc`)
     /// kept as a link, and what it points to added too.
     pub fn host(&mut self, path: &Path) -> Result<(), String> {
-        self.host_depth(path, 0)
+        self.rooted(Path::new("/"), path).map(|_| ())
     }
 
-    fn host_depth(&mut self, path: &Path, depth: usize) -> Result<(), String> {
-        if depth > 40 {
-            return Err(format!("{}: too many symbolic links", path.display()));
-        }
-        let mut cur = PathBuf::from("/");
-        let comps: Vec<Component> = path.components().collect();
-        for (i, c) in comps.iter().enumerate() {
-            let name = match c {
-                Component::Normal(name) => name,
-                // `cur` is the machine's real directory so far.
-                Component::ParentDir => {
-                    cur.pop();
-                    continue;
-                }
-                _ => continue,
-            };
-            let next = cur.join(name);
-            let md =
-                std::fs::symlink_metadata(&next).map_err(|e| format!("{}: {e}", next.display()))?;
-            let last = i + 1 == comps.len();
-            if md.file_type().is_symlink() {
-                let target =
-                    std::fs::read_link(&next).map_err(|e| format!("{}: {e}", next.display()))?;
-                // The link's target, itself perhaps a link
-                // (`/usr/bin/cc` -> `/etc/alternatives/cc` -> `/usr/bin/gcc`).
-                self.host_depth(&cur.join(&target), depth + 1)?;
-                self.put(&next, Entry::Symlink(target));
-                cur =
-                    std::fs::canonicalize(&next).map_err(|e| format!("{}: {e}", next.display()))?;
-            } else if md.is_dir() {
-                self.entries.entry(next.clone()).or_insert(Entry::Dir);
-                cur = next;
-            } else if last {
-                self.put(&next, Entry::File(next.clone()));
-                cur = next;
-            } else {
-                return Err(format!("{}: not a directory", next.display()));
+    /// The guest's `path` as the tree at `root` on the machine has it (the
+    /// machine's own `/`, or a foreign architecture's unpacked userland),
+    /// its links kept as in [`Tree::host`], an absolute link's target read
+    /// inside `root`; the path with every link resolved.
+    pub fn rooted(&mut self, root: &Path, path: &Path) -> Result<PathBuf, String> {
+        let mut found = Vec::new();
+        let resolved = resolve(root, path, 0, &mut found)?;
+        for (path, entry) in found {
+            match entry {
+                Entry::Dir => self.dir(&path),
+                entry => self.put(&path, entry),
             }
         }
-        Ok(())
+        Ok(resolved)
+    }
+
+    /// `dest` in the guest, a copy of the machine's file `src`.
+    pub fn file(&mut self, dest: &Path, src: &Path) {
+        self.put(dest, Entry::File(src.to_path_buf()));
     }
 
     /// The machine's directory `dir`, every file under it, except the
     /// subdirectories named in `skip`.
     pub fn host_tree(&mut self, dir: &Path, skip: &[&str]) -> Result<(), String> {
-        self.host(dir)?;
-        let real = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut stack = vec![real];
+        self.rooted_tree(Path::new("/"), dir, skip)
+    }
+
+    /// The guest's directory `dir` of the tree at `root`, every file under
+    /// it, except the subdirectories named in `skip`.
+    pub fn rooted_tree(&mut self, root: &Path, dir: &Path, skip: &[&str]) -> Result<(), String> {
+        let top = self.rooted(root, dir)?;
+        let mut stack = vec![top];
         while let Some(d) = stack.pop() {
-            let rd = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+            let real = on(root, &d);
+            let rd = std::fs::read_dir(&real).map_err(|e| format!("{}: {e}", real.display()))?;
             for e in rd.flatten() {
-                let p = e.path();
+                let p = d.join(e.file_name());
                 let Ok(ft) = e.file_type() else { continue };
                 if ft.is_dir() {
                     if !skip.iter().any(|s| e.file_name() == *s) {
@@ -153,11 +194,11 @@ impl Tree {
                         stack.push(p);
                     }
                 } else if ft.is_symlink() {
-                    if let Ok(t) = std::fs::read_link(&p) {
+                    if let Ok(t) = std::fs::read_link(e.path()) {
                         self.entries.insert(p, Entry::Symlink(t));
                     }
                 } else if ft.is_file() {
-                    self.entries.insert(p.clone(), Entry::File(p));
+                    self.entries.insert(p, Entry::File(e.path()));
                 }
             }
         }
@@ -171,6 +212,48 @@ impl Tree {
             self.host(&lib)?;
         }
         Ok(())
+    }
+
+    /// The guest's `program` of the tree at `root` (another architecture's
+    /// userland, Debian's `triple` directories), with its interpreter and
+    /// the shared libraries its ELF headers name, recursively (`ldd` runs
+    /// only the machine's own programs). Every file taken, links resolved.
+    pub fn foreign_program(
+        &mut self,
+        root: &Path,
+        program: &Path,
+        triple: &str,
+    ) -> Result<Vec<PathBuf>, String> {
+        let mut queue = vec![program.to_path_buf()];
+        let mut done = std::collections::BTreeSet::new();
+        while let Some(p) = queue.pop() {
+            let resolved = self.rooted(root, &p)?;
+            if !done.insert(resolved.clone()) {
+                continue;
+            }
+            let d = crate::userland::dynamic(&on(root, &resolved))?;
+            let origin = resolved.parent().unwrap_or(Path::new("/")).to_path_buf();
+            let dirs: Vec<PathBuf> = d
+                .runpath
+                .iter()
+                .map(|r| PathBuf::from(r.replace("$ORIGIN", &origin.to_string_lossy())))
+                .chain(crate::userland::library_dirs(triple))
+                .collect();
+            queue.extend(d.interpreter.map(PathBuf::from));
+            for name in &d.needed {
+                let lib = dirs
+                    .iter()
+                    .map(|dir| dir.join(name))
+                    .find(|l| resolve(root, l, 0, &mut Vec::new()).is_ok())
+                    .ok_or(format!(
+                        "{name} (needed by {}) is not in {}",
+                        p.display(),
+                        root.display()
+                    ))?;
+                queue.push(lib);
+            }
+        }
+        Ok(done.into_iter().collect())
     }
 
     /// A hash of what the archive holds: the machine's files by path, size
@@ -300,8 +383,17 @@ pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The init script: mounts, the command, the result on `/dev/ttyS1`.
-pub fn init_script(command: &[String]) -> String {
+/// The init script: mounts, the command, the result on the architecture's
+/// second serial port (x86-64's `/dev/ttyS1`), or where it has none on the
+/// console, once the kernel's messages are silenced (but for emergencies).
+pub fn init_script(arch: Arch, command: &[String]) -> String {
+    let (port, quiet) = match arch.result_port() {
+        Some((port, _, _)) => (port.to_string(), ""),
+        None => (
+            format!("/dev/{}", arch.console()),
+            "echo 1 > /proc/sys/kernel/printk\n",
+        ),
+    };
     format!(
         "#!/bin/sh
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb
@@ -316,7 +408,7 @@ ulimit -l unlimited
 echo 'usdt-kernels: initramfs root, running the checks'
 {command}
 echo \"usdt-kernels: the checks exited $?\"
-{{ echo '{BEGIN}'; cat {GUEST_OUT}; echo; echo '{END}'; }} > /dev/ttyS1
+{quiet}{{ echo '{BEGIN}'; cat {GUEST_OUT}; echo; echo '{END}'; }} > {port}
 sync
 sleep 2
 poweroff -f
@@ -325,17 +417,83 @@ poweroff -f
     )
 }
 
-/// The archive for `bins` and the harness `exe`: built, or found in
+/// Where a foreign architecture's programs sit in its guest: each layout's
+/// build in `/usdt/LAYOUT` (`release/bench`, `release/examples/`, and the
+/// bench's C row in `bench-c/`, beside the `CACHEDIR.TAG` that tells the
+/// bench its target directory), the commands in `/usdt/bin`.
+const GUEST_DIR: &str = "/usdt";
+
+/// The examples the checks run, and those of the values checks.
+const EXAMPLES: &[&str] = &["demo", "fork", "redzone"];
+const VALUE_EXAMPLES: &[&str] = &["types", "latency"];
+
+/// `bins`, built on the machine for another architecture, at their places
+/// in its guest (under `/usdt`), and each (guest path, machine path) to copy.
+pub fn placed(bins: &Binaries) -> (Binaries, Vec<(PathBuf, PathBuf)>) {
+    let dir = Path::new(GUEST_DIR);
+    let mut files = vec![
+        (dir.join("bin/usdt"), bins.usdt.clone()),
+        (dir.join("bin/usdt-kernels"), bins.harness.clone()),
+    ];
+    let mut layouts = Vec::new();
+    for l in &bins.layouts {
+        let release = dir.join(l.layout.name).join("release");
+        let examples = release.join("examples");
+        let values = if bins.values { VALUE_EXAMPLES } else { &[] };
+        for ex in EXAMPLES.iter().chain(values) {
+            files.push((examples.join(ex), l.examples.join(ex)));
+        }
+        if let (true, Some(outside)) = (bins.values, &bins.outside) {
+            files.push((
+                examples.join(crate::build::OUTSIDE.package()),
+                outside.clone(),
+            ));
+        }
+        let guest = LayoutBins {
+            layout: l.layout,
+            examples,
+            bench: release.join("bench"),
+        };
+        files.push((guest.bench.clone(), l.bench.clone()));
+        if let (Some(to), Some(from)) = (guest.bench_c(), l.bench_c()) {
+            files.push((to, from));
+        }
+        layouts.push(guest);
+    }
+    let guest = Binaries {
+        usdt: files[0].0.clone(),
+        harness: files[1].0.clone(),
+        layouts,
+        ..bins.clone()
+    };
+    (guest, files)
+}
+
+/// busybox's applets beside `busybox` (a guest path), `/bin/sh` among
+/// them (for gdb's `startup-with-shell` and bpftrace's -c), and the
+/// directories and devices the init script needs.
+fn base(t: &mut Tree, busybox: &Path, arch: Arch) {
+    let bindir = busybox.parent().unwrap_or(Path::new("/bin")).to_path_buf();
+    for a in APPLETS {
+        t.symlink(&bindir.join(a), busybox);
+    }
+    if !t.entries.contains_key(Path::new("/bin/sh")) {
+        t.symlink(Path::new("/bin/sh"), busybox);
+    }
+    for d in ["/proc", "/sys", "/dev", "/tmp", "/root", "/run"] {
+        t.dir(Path::new(d));
+    }
+    t.char_device(Path::new("/dev/console"), 5, 1);
+    t.char_device(Path::new("/dev/null"), 1, 3);
+    if let Some((port, major, minor)) = arch.result_port() {
+        t.char_device(Path::new(port), major, minor);
+    }
+}
+
+/// The archive for `bins` (the machine's architecture) and the harness
+/// `bins.harness`, from the machine's own files: built, or found in
 /// `cache/initramfs`.
-pub fn archive(
-    cache: &Path,
-    exe: &Path,
-    bins: &Binaries,
-    command: &[String],
-) -> Result<PathBuf, String> {
-    // Two guests of one run build the same archive: one at a time.
-    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+pub fn archive(cache: &Path, bins: &Binaries, command: &[String]) -> Result<PathBuf, String> {
     let mut t = Tree::default();
     let busybox = ["/usr/bin/busybox", "/bin/busybox"]
         .iter()
@@ -343,29 +501,14 @@ pub fn archive(
         .find(|p| p.exists())
         .ok_or("no busybox on the machine (busybox-static)")?;
     t.host(busybox)?;
-    let real = std::fs::canonicalize(busybox).map_err(|e| e.to_string())?;
-    let bindir = real.parent().unwrap_or(Path::new("/bin")).to_path_buf();
-    for a in APPLETS {
-        t.symlink(&bindir.join(a), &real);
-    }
-    // /bin/sh for gdb's `startup-with-shell` and bpftrace's -c.
+    // /bin as the machine has it (a link to usr/bin, or a directory).
     t.host(Path::new("/bin"))?;
-    if !std::fs::canonicalize("/bin")
-        .map(|b| b == bindir)
-        .unwrap_or(false)
-    {
-        t.symlink(Path::new("/bin/sh"), &real);
-    }
-    for d in ["/proc", "/sys", "/dev", "/tmp", "/root", "/run"] {
-        t.dir(Path::new(d));
-    }
-    t.char_device(Path::new("/dev/console"), 5, 1);
-    t.char_device(Path::new("/dev/null"), 1, 3);
-    t.char_device(Path::new("/dev/ttyS1"), 4, 65);
-    t.program(exe)?;
+    let real = std::fs::canonicalize(busybox).map_err(|e| e.to_string())?;
+    base(&mut t, &real, bins.arch);
+    t.program(&bins.harness)?;
     t.program(&bins.usdt)?;
     for l in &bins.layouts {
-        for ex in ["demo", "fork", "redzone"] {
+        for ex in EXAMPLES {
             t.program(&l.examples.join(ex))?;
         }
         t.program(&l.bench)?;
@@ -379,39 +522,88 @@ pub fn archive(
             }
         }
     }
-    // The bench's C row is fresh when its library is newer than its source,
-    // and installed when `cc` and <sys/sdt.h> are there (the bench asks).
-    let source = crate::build::workspace().join("bench/c/loop.c");
-    if source.exists() {
-        t.host(&source)?;
-    }
-    for f in usdt_provision::GCC
-        .provides
-        .iter()
-        .chain(usdt_provision::SDT.provides)
-    {
-        if Path::new(f).exists() {
-            t.host(Path::new(f))?;
-        }
-    }
+    bench_source(&mut t)?;
     for tool in ["/usr/bin/bpftrace", "/usr/bin/gdb"] {
         t.program(Path::new(tool))?;
     }
-    // gdb's Python and its data directory.
-    for d in ["/usr/share/gdb", "/etc/gdb"] {
-        if Path::new(d).exists() {
-            t.host_tree(Path::new(d), &[])?;
-        }
-    }
-    for d in python_dirs() {
-        t.host_tree(&d, &["test", "idlelib", "tkinter", "ensurepip", "lib2to3"])?;
-    }
+    let gdb_libs = libraries(Path::new("/usr/bin/gdb"))?;
+    gdb_data(&mut t, Path::new("/"), &gdb_libs)?;
     if Path::new("/etc/ld.so.cache").exists() {
         t.host(Path::new("/etc/ld.so.cache"))?;
     }
-    let init = init_script(command);
-    t.data(Path::new("/init"), init.as_bytes(), 0o755);
+    finish(cache, t, bins.arch, command)
+}
 
+/// The archive of a guest of another architecture: `bins` (built for it,
+/// statically linked) at their [`placed`] paths, and from `userland` its
+/// busybox and the consumers it holds, with their libraries.
+pub fn archive_foreign(
+    cache: &Path,
+    bins: &Binaries,
+    userland: &Userland,
+    command: &[String],
+) -> Result<PathBuf, String> {
+    let mut t = Tree::default();
+    let root = &userland.root;
+    let busybox = t.rooted(root, Path::new("/bin/busybox"))?;
+    base(&mut t, &busybox, bins.arch);
+    for (guest, machine) in placed(bins).1 {
+        t.file(&guest, &machine);
+    }
+    for l in &bins.layouts {
+        let tag = Path::new(GUEST_DIR)
+            .join(l.layout.name)
+            .join("CACHEDIR.TAG");
+        t.data(&tag, crate::build::CACHEDIR_TAG.as_bytes(), 0o644);
+    }
+    bench_source(&mut t)?;
+    for tool in userland.consumers() {
+        let files = t.foreign_program(root, &tool, bins.arch.gnu_triple())?;
+        if tool.ends_with("gdb") {
+            gdb_data(&mut t, root, &files)?;
+        }
+    }
+    finish(cache, t, bins.arch, command)
+}
+
+/// The bench's C source at the path the bench was built with: the bench
+/// compiles its C row again when the library is older than the source.
+fn bench_source(t: &mut Tree) -> Result<(), String> {
+    let source = crate::build::workspace().join("bench/c/loop.c");
+    match source.exists() {
+        true => t.host(&source),
+        false => Ok(()),
+    }
+}
+
+/// gdb's data directory and its Python's standard library, in the tree at
+/// `root`, where `libs` (the libraries gdb loads) name its libpython.
+fn gdb_data(t: &mut Tree, root: &Path, libs: &[PathBuf]) -> Result<(), String> {
+    for d in ["/usr/share/gdb", "/etc/gdb"] {
+        if on(root, Path::new(d)).exists() {
+            t.rooted_tree(root, Path::new(d), &[])?;
+        }
+    }
+    for d in python_dirs(libs) {
+        if on(root, &d).exists() {
+            t.rooted_tree(
+                root,
+                &d,
+                &["test", "idlelib", "tkinter", "ensurepip", "lib2to3"],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The init script added, the archive written to `cache/initramfs` (named
+/// by the hash of its contents) unless there already.
+fn finish(cache: &Path, mut t: Tree, arch: Arch, command: &[String]) -> Result<PathBuf, String> {
+    let init = init_script(arch, command);
+    t.data(Path::new("/init"), init.as_bytes(), 0o755);
+    // Two guests of one run build the same archive: one at a time.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = cache.join("initramfs");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join(format!("{:016x}.cpio", t.key()));
@@ -449,22 +641,19 @@ pub fn archive(
     Ok(path)
 }
 
-/// The directories of gdb's Python (its standard library).
-fn python_dirs() -> Vec<PathBuf> {
-    let Ok(libs) = libraries(Path::new("/usr/bin/gdb")) else {
-        return Vec::new();
-    };
+/// The directories of gdb's Python (its standard library), from the
+/// libraries gdb loads (`libpython3.11.so.1.0` -> `/usr/lib/python3.11`).
+fn python_dirs(libs: &[PathBuf]) -> Vec<PathBuf> {
     libs.iter()
         .filter_map(|l| {
             let name = l.file_name()?.to_str()?;
             let v = name.strip_prefix("libpython")?.split(".so").next()?;
             Some(PathBuf::from(format!("/usr/lib/python{v}")))
         })
-        .filter(|d| d.exists())
         .collect()
 }
 
-/// The result between the markers of the second serial port's log.
+/// The result between the markers of a serial port's log.
 pub fn result_from_serial(text: &str) -> Option<String> {
     let (_, rest) = text.split_once(BEGIN)?;
     let (body, _) = rest.split_once(END)?;
@@ -473,8 +662,8 @@ pub fn result_from_serial(text: &str) -> Option<String> {
     (!body.is_empty()).then(|| body.to_string())
 }
 
-/// Boots `kernel` on `initrd` under qemu, the console in `shared/console.log`,
-/// the result into `out`.
+/// Boots `kernel` on `initrd` under its architecture's qemu, the console in
+/// `shared/console.log`, the result into `out`.
 pub fn boot(
     kernel: &Kernel,
     accel: Accel,
@@ -484,32 +673,45 @@ pub fn boot(
     timeout: Duration,
 ) -> Result<Boot, String> {
     std::fs::create_dir_all(shared).map_err(|e| format!("{}: {e}", shared.display()))?;
+    let arch = kernel.arch;
     let console = shared.join("console.log");
-    let serial = shared.join("result.serial");
+    let serial = match arch.result_port() {
+        Some(_) => shared.join("result.serial"),
+        None => console.clone(),
+    };
     let _ = std::fs::remove_file(&serial);
     let log = std::fs::File::create(&console).map_err(|e| format!("{}: {e}", console.display()))?;
     let log2 = log.try_clone().map_err(|e| e.to_string())?;
-    let mut cmd = Command::new("qemu-system-x86_64");
-    match accel {
-        Accel::Kvm => cmd.args(["-accel", "kvm", "-cpu", "host"]),
-        Accel::Tcg => cmd.args(["-accel", "tcg", "-cpu", "max"]),
+    let mut cmd = Command::new(arch.qemu());
+    match (accel, arch) {
+        (Accel::Kvm, _) => cmd.args(["-accel", "kvm", "-cpu", "host"]),
+        // The `max` CPU with its pointer authentication computed by qemu's
+        // own cheap algorithm rather than QARMA, which TCG emulates several
+        // times slower (Debian's arm64 kernels sign their return addresses).
+        (Accel::Tcg, Arch::Aarch64) => cmd.args(["-accel", "tcg", "-cpu", "max,pauth-impdef=on"]),
+        (Accel::Tcg, _) => cmd.args(["-accel", "tcg", "-cpu", "max"]),
     };
-    cmd.args(["-machine", "q35", "-m", "2G", "-smp", "1"])
-        .args(["-display", "none", "-vga", "none", "-no-reboot"])
-        .args(["-monitor", "none", "-serial", "stdio"])
-        .arg("-serial")
-        .arg(format!("file:{}", serial.display()))
-        .arg("-kernel")
+    cmd.args(arch.machine_args())
+        .args(["-m", "2G", "-smp", "1"])
+        .args(["-display", "none", "-no-reboot"])
+        .args(["-monitor", "none", "-serial", "stdio"]);
+    if arch.result_port().is_some() {
+        cmd.arg("-serial").arg(format!("file:{}", serial.display()));
+    }
+    cmd.arg("-kernel")
         .arg(&kernel.vmlinuz)
         .arg("-initrd")
         .arg(initrd)
         .arg("-append")
-        .arg("console=ttyS0 rdinit=/init panic=-1 nokaslr")
+        .arg(format!(
+            "console={} rdinit=/init panic=-1 nokaslr",
+            arch.console()
+        ))
         .current_dir(shared)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2);
-    let (status, seconds) = crate::boot::run_machine(&mut cmd, "qemu-system-x86_64", timeout)?;
+    let (status, seconds) = crate::boot::run_machine(&mut cmd, arch.qemu(), timeout)?;
     if let Some(r) = std::fs::read_to_string(&serial)
         .ok()
         .and_then(|s| result_from_serial(&s))

@@ -1,18 +1,22 @@
 //! The kernel matrix: the project checked on every kernel generation.
 //!
-//! Debian publishes a kernel of each generation as a package. This crate
-//! fetches them into a cache with a private apt configuration ([`fetch`]),
-//! boots each under qemu on the machine's own root over 9p with virtme-ng
-//! ([`boot`]) — or, for a kernel without a modules package (6.19), on an
-//! initramfs holding what the checks run ([`initramfs`]) — runs the checks inside the guest ([`guest`], this same binary's
-//! `guest` command) and reports one row per kernel with the contracts it
-//! checks ([`report`]). The machine's own kernel is a row too, checked
-//! directly.
+//! Debian publishes a kernel of each generation as a package, for each of
+//! its architectures. This crate fetches them into a cache with a private
+//! apt configuration ([`fetch`]), boots each under qemu on the machine's own
+//! root over 9p with virtme-ng ([`boot`]) — or, for a kernel without a
+//! modules package (x86-64's 6.19) and for every kernel of another
+//! architecture (arm64, emulated), on an initramfs holding what the checks
+//! run ([`initramfs`]; for arm64, static aarch64 builds ([`build`]) and
+//! Debian's arm64 userland ([`userland`])) — runs the checks inside the
+//! guest ([`guest`], this same binary's `guest` command) and reports one row
+//! per kernel with the contracts it checks ([`report`]). The machine's own
+//! kernel is a row too, checked directly.
 //!
 //! ```text
 //! cargo run --release -p usdt-kernels [-- --json] [--kernel 6.1 ...]
 //! ```
 
+pub mod arch;
 pub mod boot;
 pub mod build;
 pub mod debver;
@@ -21,48 +25,102 @@ pub mod fetch;
 pub mod guest;
 pub mod initramfs;
 pub mod report;
+pub mod userland;
+pub mod values;
 
-/// The generations the matrix boots, oldest first. "host" is the machine's
-/// own kernel, checked without qemu.
-pub const GENERATIONS: [&str; 7] = ["5.10", "6.1", "6.12", "host", "6.19", "7.2", "7.3"];
+pub use arch::Arch;
 
-/// The site layouts the matrix builds and checks, each with the cargo
-/// feature of the `usdt` facade that selects it (`None`: the default,
-/// [`DEFAULT_LAYOUT`]).
-pub const LAYOUTS: [Layout; 3] = [
-    Layout {
-        name: "nop5",
-        feature: Some("nop5"),
+/// A row of the matrix: a kernel series of one architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Generation {
+    /// Its name on the command line (`6.1`, `arm64-6.1`, `host`).
+    pub name: &'static str,
+    /// The architecture it runs.
+    pub arch: Arch,
+    /// The series of Debian's kernel packages (`linux-image-6.1*`), or
+    /// `host` for the machine's own kernel.
+    pub series: &'static str,
+}
+
+const fn x86(series: &'static str) -> Generation {
+    Generation {
+        name: series,
+        arch: Arch::X86_64,
+        series,
+    }
+}
+
+/// The generations the matrix boots, oldest first, x86-64's then arm64's
+/// (the oldest and newest series Debian ships for it, and its current
+/// stable one). "host" is the machine's own kernel, checked without qemu.
+pub const GENERATIONS: [Generation; 10] = [
+    x86("5.10"),
+    x86("6.1"),
+    x86("6.12"),
+    x86("host"),
+    x86("6.19"),
+    x86("7.2"),
+    x86("7.3"),
+    Generation {
+        name: "arm64-6.1",
+        arch: Arch::Aarch64,
+        series: "6.1",
     },
-    Layout {
-        name: "nop10",
-        feature: Some("nop10"),
+    Generation {
+        name: "arm64-6.12",
+        arch: Arch::Aarch64,
+        series: "6.12",
     },
-    DEFAULT_LAYOUT,
+    Generation {
+        name: "arm64-7.3",
+        arch: Arch::Aarch64,
+        series: "7.3",
+    },
 ];
 
-/// The layout a build without features emits, what applications get:
-/// `nop; nop5; nop10`.
-pub const DEFAULT_LAYOUT: Layout = Layout {
-    name: "nop5_nop10",
-    feature: None,
-};
+/// The generation named `name`.
+pub fn generation(name: &str) -> Option<Generation> {
+    GENERATIONS.iter().find(|g| g.name == name).copied()
+}
 
-/// A site layout: its name in the output and how to build it.
+/// A site layout: its name in the output and how to build it (see
+/// [`Arch::layouts`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// `nop5`, `nop10`, `nop5_nop10`: the long nops after the site's first
-    /// `nop`.
+    /// `nop` (x86-64); `nop`: the one `nop` (aarch64).
     pub name: &'static str,
     /// The facade's cargo feature that selects it.
     pub feature: Option<&'static str>,
 }
 
+impl Layout {
+    /// The layout named `name`, of any architecture.
+    pub fn named(name: &str) -> Option<Layout> {
+        Arch::ALL
+            .iter()
+            .flat_map(|a| a.layouts())
+            .find(|l| l.name == name)
+            .copied()
+    }
+
+    /// Whether its site has a long nop after the `nop` (Location + 1, where
+    /// `--attach next` goes and the kernel may optimize).
+    pub fn has_long_nop(&self) -> bool {
+        self.name != "nop"
+    }
+}
+
 /// The uprobe syscall's errno that a kernel release should give from a
-/// normal caller: ENOSYS before 6.18 (no syscall), ENXIO from 6.18 to early
-/// 7.2 (nop5 optimized), EPROTO from 7.2.6 and 7.3 (nop10 optimized).
-pub fn expected_errno(release: &str) -> Option<&'static str> {
+/// normal caller on x86-64: ENOSYS before 6.18 (no syscall), ENXIO from 6.18
+/// to early 7.2 (nop5 optimized), EPROTO from 7.2.6 and 7.3 (nop10
+/// optimized). aarch64 has no uprobe syscall (its number 336 is unallocated
+/// there): ENOSYS on every release.
+pub fn expected_errno(arch: Arch, release: &str) -> Option<&'static str> {
     let (major, minor, patch) = release_numbers(release)?;
+    if arch != Arch::X86_64 {
+        return Some("ENOSYS");
+    }
     Some(match (major, minor) {
         (m, _) if m < 6 => "ENOSYS",
         (6, n) if n < 18 => "ENOSYS",
@@ -71,6 +129,13 @@ pub fn expected_errno(release: &str) -> Option<&'static str> {
         (7, 2) if patch < 6 => "ENXIO",
         _ => "EPROTO",
     })
+}
+
+/// Whether a kernel release has BPF uprobe_multi links: Linux 6.6 and
+/// later (every architecture; Debian builds them in).
+pub fn expects_uprobe_multi(release: &str) -> Option<bool> {
+    let (major, minor, _) = release_numbers(release)?;
+    Some((major, minor) >= (6, 6))
 }
 
 /// `6.19.14+deb13-amd64` -> (6, 19, 14); `7.3-amd64` (an rc) -> (7, 3, 0).
@@ -100,16 +165,44 @@ mod tests {
 
     #[test]
     fn each_generation_expects_its_errno() {
-        assert_eq!(expected_errno("5.10.0-46-amd64"), Some("ENOSYS"));
-        assert_eq!(expected_errno("6.1.0-0.deb11.52-amd64"), Some("ENOSYS"));
-        assert_eq!(expected_errno("6.12.117+deb13-amd64"), Some("ENOSYS"));
-        assert_eq!(expected_errno("6.18.44"), Some("ENXIO"));
-        assert_eq!(expected_errno("6.19.14+deb13-amd64"), Some("ENXIO"));
-        assert_eq!(expected_errno("7.2.5"), Some("ENXIO"));
-        assert_eq!(expected_errno("7.2.6+deb13-amd64"), Some("EPROTO"));
-        assert_eq!(expected_errno("7.2.13+deb14-amd64"), Some("EPROTO"));
-        assert_eq!(expected_errno("7.3-amd64"), Some("EPROTO"));
-        assert_eq!(expected_errno("7.3.4+deb13-amd64"), Some("EPROTO"));
-        assert_eq!(expected_errno("garbage"), None);
+        let e = |r| expected_errno(Arch::X86_64, r);
+        assert_eq!(e("5.10.0-46-amd64"), Some("ENOSYS"));
+        assert_eq!(e("6.1.0-0.deb11.52-amd64"), Some("ENOSYS"));
+        assert_eq!(e("6.12.117+deb13-amd64"), Some("ENOSYS"));
+        assert_eq!(e("6.18.44"), Some("ENXIO"));
+        assert_eq!(e("6.19.14+deb13-amd64"), Some("ENXIO"));
+        assert_eq!(e("7.2.5"), Some("ENXIO"));
+        assert_eq!(e("7.2.6+deb13-amd64"), Some("EPROTO"));
+        assert_eq!(e("7.2.13+deb14-amd64"), Some("EPROTO"));
+        assert_eq!(e("7.3-amd64"), Some("EPROTO"));
+        assert_eq!(e("7.3.4+deb13-amd64"), Some("EPROTO"));
+        assert_eq!(e("garbage"), None);
+        // No uprobe syscall on aarch64, old or new.
+        for r in [
+            "6.1.0-57-arm64",
+            "6.12.117+deb13-arm64",
+            "7.3.4+deb13-arm64",
+        ] {
+            assert_eq!(expected_errno(Arch::Aarch64, r), Some("ENOSYS"));
+        }
+    }
+
+    #[test]
+    fn uprobe_multi_from_6_6() {
+        assert_eq!(expects_uprobe_multi("6.1.0-57-arm64"), Some(false));
+        assert_eq!(expects_uprobe_multi("6.6.1"), Some(true));
+        assert_eq!(expects_uprobe_multi("7.3.4+deb13-arm64"), Some(true));
+        assert_eq!(expects_uprobe_multi("x"), None);
+    }
+
+    #[test]
+    fn every_generation_has_its_layouts_and_a_unique_name() {
+        for (i, g) in GENERATIONS.iter().enumerate() {
+            assert_eq!(generation(g.name), Some(*g));
+            assert!(GENERATIONS[i + 1..].iter().all(|o| o.name != g.name));
+        }
+        assert_eq!(Layout::named("nop").map(|l| l.has_long_nop()), Some(false));
+        assert_eq!(Layout::named("nop10").map(|l| l.has_long_nop()), Some(true));
+        assert_eq!(Layout::named("nop7"), None);
     }
 }

@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::{Arch, Layout};
+
 /// The least ratio of the default attach's traced rate to C `sys/sdt.h`'s:
 /// emulated CPUs (TCG) are noisier than real ones.
 pub fn min_ratio(accel: &str) -> f64 {
@@ -24,7 +26,12 @@ pub fn broken(row: &Value) -> Vec<String> {
     }
     let kernel = row["kernel"].as_str().unwrap_or("?");
     let errno = row["uprobe_syscall"].as_str().unwrap_or("?");
-    match crate::expected_errno(kernel) {
+    // Rows from before the matrix had arm64 are x86-64's.
+    let arch = row["arch"]
+        .as_str()
+        .and_then(Arch::from_name)
+        .unwrap_or(Arch::X86_64);
+    match crate::expected_errno(arch, kernel) {
         Some(want) if want != errno => broken.push(format!(
             "syscall(336) gave {errno}, this generation's is {want}"
         )),
@@ -40,10 +47,29 @@ pub fn broken(row: &Value) -> Vec<String> {
         broken.push("a forked child did not survive the default attach".into());
     }
     // A kernel that optimizes a long nop optimizes the default build's.
-    let default = crate::DEFAULT_LAYOUT.name;
+    let default = arch.layouts()[0].name;
     if matches!(errno, "ENXIO" | "EPROTO") && row["optimized"][default] == false {
         broken.push(format!(
             "the default build's long nop ({default}) was not optimized, on a kernel that optimizes one"
+        ));
+    }
+    if !row["values_exact"].is_null() && row["values_exact"] != true {
+        broken.push(format!(
+            "a traced value, the semaphore after detaching, latency, hist or count --by was wrong (values_exact false: {})",
+            failed_values(row)
+        ));
+    }
+    if row["features_true"] != true {
+        let wrong: Vec<&str> = row["features"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, v)| **v != true)
+            .map(|(k, _)| k.as_str())
+            .collect();
+        broken.push(format!(
+            "usdt features said something untrue about the kernel ({})",
+            wrong.join(", ")
         ));
     }
     let accel = row["accel"].as_str().unwrap_or("kvm");
@@ -59,6 +85,25 @@ pub fn broken(row: &Value) -> Vec<String> {
         )),
     }
     broken
+}
+
+/// The values checks that failed: `usdt trace (perf), usdt hist`.
+fn failed_values(row: &Value) -> String {
+    let failed: Vec<String> = row["values"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["exact"] != true)
+        .map(|c| {
+            format!(
+                "{} ({}, {})",
+                c["tool"].as_str().unwrap_or("?"),
+                c["engine"].as_str().unwrap_or("?"),
+                c["status"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    failed.join("; ")
 }
 
 /// `: ROW: ERROR; ...` for the bench rows (of any layout) that failed, or
@@ -111,28 +156,41 @@ fn child(fork: &Value) -> String {
 /// the long nop (`--attach next`: Location + 1, or + 6 for the nop10 of
 /// `nop; nop5; nop10` on the kernels that optimize nop10) got optimized, a
 /// forked child's fate under `--attach next`, and the traced rate there
-/// (M/s).
-const PER_LAYOUT: [(&str, LayoutCell); 4] = [
-    ("auto", |r, l| cell(&r["default_attach"][l])),
-    ("opt", |r, l| cell(&r["optimized"][l])),
-    ("next: child", |r, l| child(&r["fork"][l]["next"])),
-    ("M/s next", |r, l| cell(&r["rows"][format!("{l}-forced")])),
+/// (M/s); the last three for the layouts with a long nop only.
+const PER_LAYOUT: [(&str, bool, LayoutCell); 4] = [
+    ("auto", false, |r, l| cell(&r["default_attach"][l])),
+    ("opt", true, |r, l| cell(&r["optimized"][l])),
+    ("next: child", true, |r, l| child(&r["fork"][l]["next"])),
+    ("M/s next", true, |r, l| {
+        cell(&r["rows"][format!("{l}-forced")])
+    }),
 ];
+
+/// The columns of one kind: every architecture's layouts, or those with
+/// a long nop.
+fn layouts_of(long_nop_only: bool) -> impl Iterator<Item = &'static Layout> {
+    Arch::ALL
+        .iter()
+        .flat_map(|a| a.layouts())
+        .filter(move |l| !long_nop_only || l.has_long_nop())
+}
 
 /// A row's cell for one layout.
 type LayoutCell = fn(&Value, &str) -> String;
 
 /// One line per kernel, then each kernel's broken contracts and its log.
 pub fn text(rows: &[Value]) -> String {
-    let mut header: Vec<String> = ["kernel", "accel", "errno", "fork test"]
+    let mut header: Vec<String> = ["kernel", "arch", "accel", "errno", "fork test"]
         .map(String::from)
         .into();
-    for (what, _) in PER_LAYOUT {
-        header.extend(crate::LAYOUTS.iter().map(|l| format!("{what} {}", l.name)));
+    for (what, long_nop, _) in PER_LAYOUT {
+        header.extend(layouts_of(long_nop).map(|l| format!("{what} {}", l.name)));
     }
     header.extend(
         [
             "counts",
+            "values",
+            "features",
             "fork ok",
             "default M/s",
             "C M/s",
@@ -145,15 +203,18 @@ pub fn text(rows: &[Value]) -> String {
     for r in rows {
         let mut line = vec![
             cell(&r["kernel"]),
+            cell(&r["arch"]),
             cell(&r["accel"]),
             cell(&r["uprobe_syscall"]),
             cell(&r["fork_test"]),
         ];
-        for (_, of) in PER_LAYOUT {
-            line.extend(crate::LAYOUTS.iter().map(|l| of(r, l.name)));
+        for (_, long_nop, of) in PER_LAYOUT {
+            line.extend(layouts_of(long_nop).map(|l| of(r, l.name)));
         }
         line.extend([
             cell(&r["counts_exact"]),
+            cell(&r["values_exact"]),
+            cell(&r["features_true"]),
             cell(&r["fork_survives_default"]),
             cell(&r["rows"]["default"]),
             cell(&r["rows"]["c-sdt-nop"]),
@@ -182,8 +243,11 @@ pub fn text(rows: &[Value]) -> String {
             cell(&r["package"]),
             cell(&r["version"]),
             cell(&r["accel"]),
-            match r["root"].as_str() {
-                Some("initramfs") => ", initramfs root (no modules package)",
+            match (r["root"].as_str(), r["arch"].as_str()) {
+                (Some("initramfs"), Some("x86_64") | None) => {
+                    ", initramfs root (no modules package)"
+                }
+                (Some("initramfs"), _) => ", initramfs root (static builds, Debian's userland)",
                 _ => "",
             },
             r["seconds"].as_f64().unwrap_or(0.0)
@@ -214,6 +278,7 @@ mod tests {
             "kernel": "7.3.4+deb13-amd64", "accel": "tcg", "uprobe_syscall": "EPROTO",
             "counts_exact": true, "fork_survives_default": true, "ratio_default_vs_c": 0.93,
             "optimized": {"nop5": false, "nop10": true, "nop5_nop10": true},
+            "features_true": true, "features": {"uprobe_syscall": true},
         })
     }
 
@@ -237,6 +302,26 @@ mod tests {
         let mut r = good();
         r["optimized"]["nop5_nop10"] = json!(false);
         assert!(broken(&r)[0].contains("default build's long nop"));
+        let mut r = good();
+        r["features_true"] = json!(false);
+        r["features"]["uprobe_multi"] = json!(false);
+        assert_eq!(
+            broken(&r),
+            ["usdt features said something untrue about the kernel (uprobe_multi)"]
+        );
+        let mut r = good();
+        r["values_exact"] = json!(false);
+        r["values"] =
+            json!([{"tool": "usdt hist", "engine": "bpf", "status": "exit=1", "exact": false}]);
+        assert!(broken(&r)[0].ends_with("(values_exact false: usdt hist (bpf, exit=1))"));
+        // No uprobe syscall on arm64: ENOSYS is its errno, even on 7.3.
+        let mut r = good();
+        r["kernel"] = json!("7.3.4+deb13-arm64");
+        r["arch"] = json!("aarch64");
+        assert!(broken(&r)[0].contains("this generation's is ENOSYS"));
+        r["uprobe_syscall"] = json!("ENOSYS");
+        assert!(broken(&r).is_empty());
+        assert!(text(&[r]).contains("7.3.4+deb13-arm64  aarch64"));
         let mut r = good();
         r["ratio_default_vs_c"] = json!(0.85);
         assert!(broken(&r)[0].contains("0.85x"));

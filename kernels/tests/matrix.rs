@@ -1,7 +1,10 @@
-//! The kernel matrix, every generation (5.10 to 7.3 and the machine's own),
-//! booted in qemu: each keeps the contracts, and the old (6.1: no uprobe
-//! syscall, no BPF uprobe_multi) and the new (7.3: nop10 optimized, fork
-//! fixed) report what their generation does. This is the matrix `.ci/run`
+//! The kernel matrix, every generation (5.10 to 7.3 and the machine's own,
+//! and arm64's 6.1, 6.12 and 7.3, emulated) booted in qemu: each keeps the
+//! contracts, and the old (6.1: no uprobe syscall, no BPF uprobe_multi) and
+//! the new (7.3: nop10 optimized, fork fixed) report what their generation
+//! does; on arm64 every value, latency and hist check ran (on the examples
+//! and on a program written outside the project), and bpftrace and gdb read
+//! the same values. This is the matrix `.ci/run`
 //! runs: the JSON goes to `target/kernels.json` and the table to
 //! `target/kernels.txt`. The kernels and the built programs are shared with
 //! `cargo run -p usdt-kernels` (the cache and `target/kernels`).
@@ -42,12 +45,13 @@ fn every_kernel_generation_keeps_the_contracts() {
         assert!(row["kernel"].is_string(), "{row}");
     }
     assert!(out.status.success(), "{stderr}");
-    let of = |prefix: &str| {
+    let of = |arch: &str, prefix: &str| {
         rows.iter()
+            .filter(|r| r["arch"] == arch)
             .find(|r| r["kernel"].as_str().is_some_and(|k| k.starts_with(prefix)))
-            .unwrap_or_else(|| panic!("no {prefix} row:\n{stderr}"))
+            .unwrap_or_else(|| panic!("no {arch} {prefix} row:\n{stderr}"))
     };
-    let (old, new) = (of("6.1."), of("7.3"));
+    let (old, new) = (of("x86_64", "6.1."), of("x86_64", "7.3"));
     assert_eq!(old["accel"], usdt_kernels::boot::accel().0.name());
     assert_eq!(old["uprobe_syscall"], "ENOSYS");
     assert_eq!(old["uprobe_multi"], false);
@@ -75,4 +79,57 @@ fn every_kernel_generation_keeps_the_contracts() {
     );
     assert_eq!(new["fork"]["nop10"]["next"]["trampoline"], true, "{new}");
     assert_eq!(new["red_zone"]["nop10"]["ok"], true, "{new}");
+
+    // arm64, emulated: no uprobe syscall, the site's one nop where the
+    // default attaches, BPF uprobe_multi links from 6.6; every value check
+    // ran (on 6.1, latency, hist and count --by refuse for want of those
+    // links) and bpftrace and gdb read what usdt reads.
+    let arm: Vec<&Value> = rows.iter().filter(|r| r["arch"] == "aarch64").collect();
+    assert_eq!(arm.len(), 3, "{stderr}");
+    for (prefix, multi) in [("6.1.", false), ("6.12.", true), ("7.3", true)] {
+        let row = of("aarch64", prefix);
+        assert_eq!(row["accel"], "tcg", "{row}");
+        assert_eq!(row["root"], "initramfs", "{row}");
+        assert_eq!(row["uprobe_syscall"], "ENOSYS", "{row}");
+        assert_eq!(row["uprobe_multi"], multi, "{row}");
+        assert_eq!(row["default_attach"]["nop"], "nop", "{row}");
+        assert_eq!(row["optimized"]["nop"], false, "{row}");
+        assert_eq!(
+            row["fork"]["nop"]["default"]["child_survives"], true,
+            "{row}"
+        );
+        assert_eq!(row["values_exact"], true, "{row}");
+        let types: Vec<&Value> = row["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["example"] == "types")
+            .collect();
+        assert_eq!(types.len(), if multi { 2 } else { 1 }, "{row}");
+        assert!(
+            types.iter().all(|c| c["semaphore_released"] == true),
+            "{row}"
+        );
+        // The program written outside the project: counted and traced with
+        // each engine, and its orders paired by `usdt latency` (refused
+        // without uprobe_multi links).
+        let shop = row["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["example"] == "shop")
+            .count();
+        assert_eq!(shop, if multi { 5 } else { 3 }, "{row}");
+        for consumer in ["bpftrace", "gdb"] {
+            assert!(
+                row["checks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c["tool"] == consumer && c["exact"] == true),
+                "{consumer}: {row}"
+            );
+        }
+        assert!(row["ratio_default_vs_c"].as_f64().is_some(), "{row}");
+    }
 }

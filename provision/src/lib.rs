@@ -146,6 +146,12 @@ pub const QEMU_SYSTEM: Package = Package {
     name: "qemu-system-x86",
     provides: &["/usr/bin/qemu-system-x86_64"],
 };
+/// qemu-system-aarch64, which boots the kernel matrix's arm64 guests
+/// (kernels/), emulated.
+pub const QEMU_SYSTEM_ARM: Package = Package {
+    name: "qemu-system-arm",
+    provides: &["/usr/bin/qemu-system-aarch64"],
+};
 /// busybox, the init virtme-ng puts in a guest's initramfs.
 pub const BUSYBOX: Package = Package {
     name: "busybox-static",
@@ -187,7 +193,7 @@ pub const GXX: Package = Package {
 };
 
 /// Every package a need may name, for `.ci/run` and for the unit test.
-pub const PACKAGES: [Package; 29] = [
+pub const PACKAGES: [Package; 30] = [
     BPFTRACE,
     SDT,
     GDB,
@@ -210,6 +216,7 @@ pub const PACKAGES: [Package; 29] = [
     NODEJS,
     SETPRIV,
     QEMU_SYSTEM,
+    QEMU_SYSTEM_ARM,
     BUSYBOX,
     KMOD,
     PYTHON_VENV,

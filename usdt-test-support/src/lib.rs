@@ -17,6 +17,8 @@
 //!   each build shape, as a standalone package per cell, and as a `cdylib`.
 //! - [`tracing_demo`]: tracing-usdt's example and the `usdt` command, built
 //!   by a nested cargo.
+//! - [`outside`]: the program written outside the workspace, as a package
+//!   of its own.
 //! - With the `trace` feature, the checks made with usdt-trace: `notes`
 //!   and `signatures` (what every build shape's notes and records must
 //!   be), `counting` (every hit counted, the red zone intact).
@@ -30,6 +32,7 @@ pub mod cli;
 pub mod cross;
 pub mod elf;
 pub mod need;
+pub mod outside;
 pub mod postgres;
 pub mod process;
 pub mod readelf;

@@ -452,10 +452,12 @@ fn fetched<'a>(record: &'a [u8], layout: &Layout, i: usize, f: &ArgFetch) -> Fet
     let room_at = layout.deref_at() + usize::from(f.deref_slot) * DEREF;
     let read = rc(VALUE_MAX + 4);
     if f.kind & FETCH_STRING != 0 {
-        // The length read, its NUL included.
-        out.pointed = usize::try_from(read - 1)
+        // The length read, its NUL included; 0 is an empty string too
+        // (`bpf_probe_read_user_str` of Linux 6.12 gives 0 for one, where
+        // newer kernels give 1); below 0, not read.
+        out.pointed = usize::try_from(read)
             .ok()
-            .and_then(|len| record.get(room_at..room_at + len));
+            .and_then(|n| record.get(room_at..room_at + n.saturating_sub(1)));
     } else if f.kind & FETCH_BYTES != 0 && read == 0 {
         out.pointed = record.get(room_at..room_at + crate::raw::BYTES_FETCH);
     }
@@ -812,6 +814,43 @@ mod tests {
         assert_eq!(raw.fetched[2].value, None);
         // A record cut inside the registers is no hit.
         assert!(raw_hit(&sites, &record[..100]).is_none());
+    }
+
+    /// A string read gives its length with the NUL (`"ab"`: 3), or 0 for
+    /// an empty string on some kernels (6.12), or below 0 when it could not
+    /// be read: only then is it left to the decoder, which reads it after
+    /// the fact.
+    #[test]
+    fn a_string_read_as_0_bytes_is_empty_not_unread() {
+        let machine = Machine::X86_64;
+        let arch = machine.arch();
+        let site = crate::Site::with_args("8@%rdi", machine);
+        let path = std::ffi::CString::new("/x").unwrap();
+        let s = SampleSite::of(0, &site, &path, &[true]);
+        let fetch = super::super::fetches::fetches(&s, arch).unwrap();
+        assert_ne!(fetch[0].kind & FETCH_STRING, 0);
+        let sampled = SampledSite {
+            offset: 0,
+            ref_ctr_offset: None,
+            cookie: 1,
+            fetch,
+            filter: None,
+        };
+        let layout = Layout::of(arch.pt_regs, std::slice::from_ref(&sampled));
+        let mut record = vec![0u8; layout.size()];
+        let room = layout.deref_at() + usize::from(fetch[0].deref_slot) * DEREF;
+        record[room..room + 3].copy_from_slice(b"ab\0");
+        let rc = layout.slot_at(0) + VALUE_MAX + 4;
+        let pointed = |record: &mut Vec<u8>, read: i32| {
+            record[rc..rc + 4].copy_from_slice(&read.to_ne_bytes());
+            fetched(record, &layout, 0, &fetch[0])
+                .pointed
+                .map(<[u8]>::to_vec)
+        };
+        assert_eq!(pointed(&mut record, 3), Some(b"ab".to_vec()));
+        assert_eq!(pointed(&mut record, 1), Some(Vec::new()));
+        assert_eq!(pointed(&mut record, 0), Some(Vec::new()));
+        assert_eq!(pointed(&mut record, -14), None);
     }
 
     #[test]
