@@ -330,7 +330,9 @@ pub fn check(plan: &Plan) -> Value {
         }
         _ => None,
     };
-    let truth = features_truth(&features, &errno, &release, &counts);
+    let words = run(&plan.usdt, &["features"], "", plan.timeout);
+    logged(&mut log, "usdt features".into(), &words);
+    let truth = features_truth(&features, &words.stdout, &errno, &release, &counts);
     let counts_exact = !counts.is_empty() && counts.iter().all(|c| c["exact"] == true);
     let fork_survives_default = !fork.is_empty()
         && fork
@@ -611,9 +613,10 @@ pub fn trace_exact(out: &str, n: u64) -> bool {
 /// h. Each thing `usdt features` says about the kernel against what the
 /// guest sees: the uprobe syscall's errno measured here, BPF uprobe_multi
 /// links where the release has them (and `usdt count` on them exact where
-/// it says yes), the machine and the release.
+/// it says yes), the machine, its probe site and the release.
 fn features_truth(
     f: &Option<FeatureReport>,
+    words: &str,
     errno: &str,
     release: &str,
     counts: &[Value],
@@ -622,8 +625,14 @@ fn features_truth(
         .iter()
         .filter(|c| c["engine"] == "bpf" && c["tool"] == "usdt count")
         .all(|c| c["exact"] == true);
+    // Its words name the machine's site: a nop alone where no kernel
+    // optimizes a uprobe, the long nops on x86-64.
+    let site = match Arch::host() {
+        Arch::X86_64 => "machine: x86-64; its probe sites: nop;nop5;nop10 ",
+        Arch::Aarch64 => "machine: aarch64; its probe sites: nop (1f 20 03 d5)",
+    };
     let Some(f) = f else {
-        return json!({ "uprobe_syscall": false, "uprobe_multi": false, "machine": false, "kernel": false });
+        return json!({ "uprobe_syscall": false, "uprobe_multi": false, "machine": false, "kernel": false, "site": false });
     };
     json!({
         "uprobe_syscall": f.uprobe_syscall == errno,
@@ -631,6 +640,7 @@ fn features_truth(
             && multi_counted,
         "machine": f.machine == Arch::host().name(),
         "kernel": f.kernel == release,
+        "site": words.starts_with(site),
     })
 }
 

@@ -7,8 +7,8 @@ use crate::error::CliError;
 use crate::output::out;
 
 use usdt_trace::{
-    auto_delta_here, caps, fork_safe, tracer_features, OptimizedFork, SiteLayout, UprobeSyscall,
-    FORK_TEST_CACHE, SPEED_TEST_CACHE,
+    auto_delta_here, caps, fork_safe, optimizable_on, site_words, tracer_features, Machine,
+    OptimizedFork, SiteLayout, UprobeSyscall, FORK_TEST_CACHE, SPEED_TEST_CACHE,
 };
 
 pub(crate) fn features(args: FeaturesArgs) -> Result<i32, CliError> {
@@ -20,6 +20,11 @@ pub(crate) fn features(args: FeaturesArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     let f = caps.features;
+    let host = Machine::host();
+    match host {
+        Some(m) => out!("machine: {m}; its probe sites: {}", site_words(m)),
+        None => out!("machine: {} (no probe sites)", std::env::consts::ARCH),
+    }
     let syscall = match f.uprobe_syscall {
         UprobeSyscall::Absent => {
             "absent (uprobes are never optimized; kernels before 6.18)".to_string()
@@ -84,13 +89,18 @@ pub(crate) fn features(args: FeaturesArgs) -> Result<i32, CliError> {
         }
         Err(why) => out!("speed on this machine: not measured ({why})"),
     }
-    for layout in LAYOUTS {
+    // Another machine's sites have no long nop: the nop, whatever the layout.
+    let layouts = match host.is_some_and(optimizable_on) {
+        true => &LAYOUTS[..],
+        false => &LAYOUTS[3..],
+    };
+    for &layout in layouts {
         out!(
             "auto attach on a {layout} site: {}",
             auto_attach_words(layout, false)
         );
     }
-    for layout in LAYOUTS.into_iter().filter(|l| l.has_long_nop()) {
+    for layout in layouts.iter().copied().filter(|l| l.has_long_nop()) {
         out!(
             "auto attach on a {layout} site of a program with a fork guard: {}",
             auto_attach_words(layout, true)
@@ -110,7 +120,8 @@ pub(crate) fn features(args: FeaturesArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-/// The layouts `usdt features` reports on.
+/// The layouts `usdt features` reports on (x86-64's, then every
+/// machine's `nop`, last).
 const LAYOUTS: [SiteLayout; 4] = [
     SiteLayout::NopNop5,
     SiteLayout::NopNop10,

@@ -116,6 +116,8 @@ fn print_table(
             "refused"
         } else if !refused.is_empty() {
             "some refused"
+        } else if !usdt_trace::optimizable_on(first.machine) {
+            &trap_only(first.machine)
         } else if sites.iter().all(|s| s.layout == first.layout) {
             features::auto_attach_words(first.layout, guarded)
         } else {
@@ -153,4 +155,10 @@ fn print_table(
         }
     }
     Ok(())
+}
+
+/// The ATTACH cell of a machine whose uprobes no kernel optimizes: the nop,
+/// and why.
+fn trap_only(machine: usdt_trace::Machine) -> String {
+    format!("nop ({machine}: traps)")
 }

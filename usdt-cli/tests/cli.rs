@@ -129,7 +129,8 @@ fn list_agrees_with_readelf_on_c_probes() {
 
 /// aarch64 and riscv64 programs (`tests/c/cross.c`, cross-built with gcc
 /// and clang): `usdt list` agrees with `readelf -n` there too, and names
-/// their sites what they are, a `nop`, attached at the nop.
+/// their sites what they are, a `nop`, attached at the nop, where every
+/// kernel traps.
 #[test]
 fn list_agrees_with_readelf_on_cross_built_c_probes() {
     for cc in &CROSS_CCS {
@@ -141,9 +142,15 @@ fn list_agrees_with_readelf_on_cross_built_c_probes() {
             let path = build_cross(cc, &name, "cross.c", flags);
             list_agrees_with_readelf(&path);
             let text = stdout(&usdt(&["list", path.to_str().unwrap()]));
+            let machine = if cc.name.starts_with("riscv64") {
+                "riscv64"
+            } else {
+                "aarch64"
+            };
             for row in text.lines().skip(1) {
                 let cols: Vec<&str> = row.split_whitespace().collect();
                 assert_eq!((cols[2], cols[4]), ("nop", "nop"), "{}: {row}", cc.name);
+                assert!(row.contains(&format!(" nop ({machine}: traps) ")), "{row}");
             }
         }
     }
@@ -452,6 +459,10 @@ fn features_in_words() {
         return;
     }
     let text = stdout(&usdt(&["features"]));
+    assert!(
+        text.starts_with("machine: x86-64; its probe sites: nop;nop5;nop10 "),
+        "{text}"
+    );
     assert!(
         text.contains("uprobe syscall: present, optimizes uprobes on nop5"),
         "{text}"

@@ -188,7 +188,8 @@ pub use filter::{Filter, FilterError};
 pub use glob::{glob_match, globs_match};
 pub use ldso::shared_libraries;
 pub use placement::{
-    attach_delta, auto_delta, auto_delta_here, fork_safe, AttachPoint, AutoInputs, Speed, Target,
+    attach_delta, auto_delta, auto_delta_here, fork_safe, optimizable_on, site_words, AttachPoint,
+    AutoInputs, Speed, Target,
 };
 pub use process::{
     load_bias, object_path, process_alive, process_exe, process_threads, read_maps, read_process,

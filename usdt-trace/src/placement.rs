@@ -17,7 +17,30 @@ use crate::elf::sites::SiteCheck;
 use crate::error::{AttachCause, AttachError, Error};
 use crate::facts::{kernel_features, speed_test, tracer_features, Caps, FeatureReport, SpeedTest};
 use crate::sys::perf::Uprobe;
-use crate::{KernelFeatures, OptimizedFork, SiteLayout, UprobeSyscall};
+use crate::{KernelFeatures, Machine, OptimizedFork, SiteLayout, UprobeSyscall};
+
+/// Whether a kernel may optimize a uprobe on `machine`'s sites: x86-64's
+/// only (the uprobe syscall and its trampoline exist there alone, from
+/// Linux 6.18). On aarch64 and riscv64 every uprobe traps at the `nop`,
+/// which is the site's only instruction: Auto attaches there.
+pub fn optimizable_on(machine: Machine) -> bool {
+    machine == Machine::X86_64
+}
+
+/// `machine`'s probe site in words, for `usdt features` and `usdt list`.
+pub fn site_words(machine: Machine) -> &'static str {
+    match machine {
+        Machine::X86_64 => {
+            "nop;nop5;nop10 (the nop5 or nop10 feature: nop;nop5 or nop;nop10); from Linux 6.18 the kernel may optimize a uprobe on the long nop"
+        }
+        Machine::Aarch64 => {
+            "nop (1f 20 03 d5), as sys/sdt.h's; no kernel optimizes an aarch64 uprobe: every tracer attaches at the nop"
+        }
+        Machine::Riscv64 => {
+            "nop (13 00 00 00), as sys/sdt.h's; no kernel optimizes a riscv64 uprobe: every tracer attaches at the nop"
+        }
+    }
+}
 
 /// Where on a site the uprobe goes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
