@@ -330,6 +330,9 @@ impl Sampler {
         sites: impl IntoIterator<Item = &'a Site>,
         target: Target,
     ) -> Result<(), Error> {
+        if self.stacks.is_some() {
+            crate::stack::supported()?;
+        }
         let path = path.as_ref();
         let c_path = path_cstring(path)?;
         let first = self.plans.len();

@@ -19,8 +19,10 @@
 //!   pid: a library mapped and unmapped between two looks, in a process
 //!   that exited before the next, leaves its frames as bare addresses.
 //!
-//! x86-64 only, like sampling. The stack copy bounds the depth: a stack
-//! deeper than it ends early ([`Stack::complete`] is false).
+//! Unwound on x86-64 only (framehop's x86-64 unwinder, given its
+//! registers): elsewhere asking for stacks is an error that says so
+//! ([`supported`]). The stack copy bounds the depth: a stack deeper than it
+//! ends early ([`Stack::complete`] is false).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -33,6 +35,18 @@ mod object;
 mod process;
 
 use process::{Files, Process};
+
+/// Whether this machine's stacks can be unwound: x86-64's; on another an
+/// error that says so.
+pub(crate) fn supported() -> Result<(), crate::Error> {
+    match crate::Machine::host() {
+        Some(crate::Machine::X86_64) => Ok(()),
+        host => Err(crate::Error::Unsupported(format!(
+            "stacks are unwound on x86-64 only, not on this {} machine",
+            host.map_or(std::env::consts::ARCH, |m| m.name())
+        ))),
+    }
+}
 
 /// The most frames one stack keeps.
 pub(crate) const MAX_FRAMES: usize = 512;
