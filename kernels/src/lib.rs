@@ -20,6 +20,7 @@ pub mod arch;
 pub mod boot;
 pub mod build;
 pub mod debver;
+pub mod exec;
 pub mod features;
 pub mod fetch;
 pub mod guest;

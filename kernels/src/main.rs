@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use usdt_kernels::build::{self, Binaries, LayoutBins};
 use usdt_kernels::userland::{self, Userland};
-use usdt_kernels::{boot, fetch, guest, initramfs, report, Arch, GENERATIONS};
+use usdt_kernels::{boot, exec, fetch, guest, initramfs, report, Arch, GENERATIONS};
 
 const USAGE: &str = "usage: usdt-kernels [--json] [--kernel GEN]... [--refresh] [--jobs N]
   GEN: 5.10 6.1 6.12 host 6.19 7.2 7.3 arm64-6.1 arm64-6.12 arm64-7.3 (default: all)";
@@ -126,7 +126,7 @@ fn guest_main(args: &[String]) -> Result<bool, String> {
             _ => return Err(format!("guest: unknown argument `{arg}`")),
         }
     }
-    let plan = guest::Plan {
+    let plan = exec::Plan {
         usdt: usdt.ok_or("guest: --usdt PATH")?,
         layouts,
         bench_iterations: iterations,
@@ -302,8 +302,8 @@ fn failed(generation: &str, why: &str) -> Value {
     json!({ "kernel": generation, "error": why })
 }
 
-fn host_plan(bins: &Binaries) -> guest::Plan {
-    guest::Plan {
+fn host_plan(bins: &Binaries) -> exec::Plan {
+    exec::Plan {
         usdt: bins.usdt.clone(),
         layouts: bins.layouts.clone(),
         bench_iterations: HOST_ITERATIONS,

@@ -22,8 +22,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::build::LayoutBins;
+use crate::exec::{logged, run, Outcome, Plan, Running};
 use crate::features::FeatureReport;
-use crate::guest::{logged, run, Outcome, Plan, Running};
 
 /// The values checks' results.
 #[derive(Clone, Debug)]
