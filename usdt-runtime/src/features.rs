@@ -114,7 +114,7 @@ pub enum OptimizedFork {
     ChildSurvives,
     /// The child of a process with an optimized site died at its first hit
     /// (unless the program carries this crate's fork guard,
-    /// [`crate::forkguard`], which a tracer reads from the program's file).
+    /// its `forkguard` module, which a tracer reads from the program's file).
     ChildDies,
 }
 
