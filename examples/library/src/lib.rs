@@ -6,6 +6,11 @@
 //! uses the library links the probe sites: `usdt list target/debug/minidb`
 //! shows `minidb:insert(id: u64, name: &str)` and `minidb:select(prefix:
 //! &str, rows: u64)`.
+//!
+//! The provider has the crate's name, so its probes are called by the path
+//! `crate::minidb::insert!`: `cargo test` passes a library's doc tests the
+//! crate itself by that name too, and a bare `minidb::` would be ambiguous
+//! there.
 
 #[usdt::provider]
 mod minidb {
@@ -24,7 +29,7 @@ pub struct Table {
 impl Table {
     /// Adds a row.
     pub fn insert(&mut self, id: u64, name: &str) {
-        minidb::insert!(id, name);
+        crate::minidb::insert!(id, name);
         self.rows.push((id, name.to_string()));
     }
 
@@ -36,7 +41,7 @@ impl Table {
             .filter(|(_, name)| name.starts_with(prefix))
             .map(|(id, _)| *id)
             .collect();
-        minidb::select!(prefix, ids.len() as u64);
+        crate::minidb::select!(prefix, ids.len() as u64);
         ids
     }
 }
