@@ -39,7 +39,7 @@ pub const GUEST_OUT: &str = "/tmp/usdt-kernels-result.json";
 
 /// busybox's applets the init script and the checks use.
 const APPLETS: &[&str] = &[
-    "sh", "mount", "mkdir", "cat", "echo", "sleep", "poweroff", "sync", "uname",
+    "sh", "mount", "mkdir", "cat", "echo", "sleep", "poweroff", "sync", "uname", "ip",
 ];
 
 /// The machine's path of the guest's `path` in the tree at `root`.
@@ -383,7 +383,8 @@ pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The init script: mounts, the command, the result on the architecture's
+/// The init script: mounts, the loopback up (`usdt serve` is scraped on
+/// 127.0.0.1), the command, the result on the architecture's
 /// second serial port (x86-64's `/dev/ttyS1`), or where it has none on the
 /// console, once the kernel's messages are silenced (but for emergencies).
 pub fn init_script(arch: Arch, command: &[String]) -> String {
@@ -404,6 +405,7 @@ mount -t devtmpfs devtmpfs /dev
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t debugfs debugfs /sys/kernel/debug
 mount -t bpf bpf /sys/fs/bpf
+ip link set lo up
 ulimit -l unlimited
 echo 'usdt-kernels: initramfs root, running the checks'
 {command}

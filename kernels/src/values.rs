@@ -9,9 +9,10 @@
 //!   apart in turn, on two threads): `usdt latency --key id` pairs every
 //!   request, its sum is what the program measured itself; `usdt hist`
 //!   puts the ids 0 to 19 each in its power of two; `usdt count --by path`
-//!   counts each path. These aggregate in BPF maps behind uprobe_multi
-//!   links: on a kernel without them, each must refuse in one line that
-//!   names them;
+//!   counts each path; `usdt serve --all` gives Prometheus the 5 hits of
+//!   `lat:route` of a run it did not start. These aggregate in BPF maps
+//!   behind uprobe_multi links: on a kernel without them, each must refuse
+//!   in one line that names them;
 //! - a program written outside the project ([`crate::build::OUTSIDE`]): `usdt
 //!   count` and `usdt trace` with each engine, exact counts and values, and
 //!   `usdt latency` pairing its starts and ends.
@@ -57,6 +58,7 @@ pub fn check(
     checks.push(latency_check(plan, &latency, multi, log));
     checks.push(hist_check(plan, &latency, multi, log));
     checks.push(count_by_check(plan, &latency, multi, log));
+    checks.push(serve_check(plan, &latency, multi, log));
     let shop = bins.examples.join(crate::build::OUTSIDE.package());
     for engine in engines {
         checks.push(outside_count(plan, &shop, engine, log));
@@ -432,6 +434,65 @@ fn outside_latency(plan: &Plan, program: &Path, multi: bool, log: &mut Vec<Strin
         false => refused_for_multi(&o),
     };
     json!({ "tool": "usdt latency", "engine": "bpf", "example": "shop", "status": o.status, "exact": exact })
+}
+
+/// `usdt serve --all LATENCY 'lat:*'` on a free port while `latency 5`
+/// runs: a scrape of `/metrics` gives `lat:route` its 5 hits, and serve
+/// ends on SIGTERM; where the kernel has no uprobe_multi links, a refusal
+/// that names them.
+fn serve_check(plan: &Plan, latency: &Path, multi: bool, log: &mut Vec<String>) -> Value {
+    let path = latency.to_string_lossy();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_or(19464, |a| a.port());
+    let listen = format!("127.0.0.1:{port}");
+    let what = format!("usdt serve --listen {listen} --all latency 'lat:*'; latency 5");
+    let args = ["serve", "--listen", &listen, "--all", &path, "lat:*"];
+    let mut serve = match Running::start(&plan.usdt, &args) {
+        Ok(r) => r,
+        Err(why) => {
+            log.push(format!("{what}: {why}"));
+            return json!({ "tool": "usdt serve", "engine": "bpf", "example": "latency", "status": why, "exact": false });
+        }
+    };
+    let serving = serve
+        .err_line_starting("usdt: serving", plan.timeout)
+        .is_some();
+    let want =
+        format!("usdt_probe_hits_total{{binary=\"{path}\",provider=\"lat\",probe=\"route\"}} 5");
+    let mut scraped = false;
+    if serving {
+        let program = run(latency, &["5"], "", plan.timeout);
+        logged(log, "latency 5 (served)".into(), &program);
+        let start = std::time::Instant::now();
+        while !scraped && start.elapsed() < Duration::from_secs(10) {
+            scraped = metrics(port).is_some_and(|m| m.lines().any(|l| l == want));
+            if !scraped {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        // SAFETY: kill(2) on the pid of a child not yet waited for.
+        unsafe { libc::kill(serve.pid() as i32, libc::SIGTERM) };
+    }
+    let o = serve.finish(plan.timeout);
+    logged(log, what, &o);
+    let exact = match multi {
+        true => serving && scraped && o.status == format!("exit={}", 128 + libc::SIGTERM),
+        false => refused_for_multi(&o),
+    };
+    json!({ "tool": "usdt serve", "engine": "bpf", "example": "latency", "status": o.status, "exact": exact })
+}
+
+/// The body of `GET /metrics` on 127.0.0.1:`port`, if it answered 200.
+fn metrics(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_string())
 }
 
 /// `usdt hist lat:done id --json -- latency 20`: ids 0 to 19 in their
