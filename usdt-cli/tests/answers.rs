@@ -7,6 +7,7 @@
 
 use usdt_test_support::c::build_c;
 use usdt_test_support::cli::example;
+use usdt_test_support::cli::stdout;
 use usdt_test_support::{ready, ROOT, SDT};
 
 use std::process::{Command, Output};
@@ -18,16 +19,6 @@ fn usdt(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "usdt failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
 }
 
 /// The last JSON line of the output (the command prints its own lines

@@ -15,6 +15,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 use usdt_test_support::cli::outside;
+use usdt_test_support::cli::stdout;
 use usdt_test_support::{ready, ROOT};
 use usdt_trace::{EngineKind, Filter, Picked, Recorder};
 
@@ -23,16 +24,6 @@ fn usdt(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "usdt failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
 }
 
 /// One request as the program printed it.

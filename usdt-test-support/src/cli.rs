@@ -156,3 +156,15 @@ pub fn raises_per_uprobe(pid: u32, path: &Path, file_offset: u64) -> u16 {
         .filter(|m| (m.offset..m.offset + (m.end - m.start)).contains(&file_offset))
         .count() as u16
 }
+
+/// A `usdt` run's stdout, after asserting that it succeeded (its status and
+/// stderr in the message when not).
+pub fn stdout(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "usdt failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
