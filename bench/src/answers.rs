@@ -37,12 +37,13 @@
 //! its CPU time is read from `/proc/PID/task/*/schedstat` over a window
 //! without scrapes, and for one scrape.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::child::{self, Lines};
 use usdt_provision::{Need, BPFTRACE};
 use usdt_trace::bpf::ProbeCounter;
 use usdt_trace::floor::{EmptyProgram, LinkKind};
@@ -254,7 +255,7 @@ enum Attached {
     /// An aggregation, and how many values it counts per request.
     Agg(Aggregation, u64),
     /// bpftrace, and its output once it exits.
-    Bpftrace(Child, std::sync::mpsc::Receiver<String>),
+    Bpftrace(Child, Lines),
 }
 
 impl How {
@@ -391,11 +392,7 @@ fn semaphores(exe: &Path, sites: &[Site]) -> Result<Vec<u16>, String> {
 /// bpftrace with `script`, attached to this process; returns once its
 /// uprobes are in place (bpftrace prints "Attaching" before it attaches;
 /// the kernel raises each site's semaphore while it registers the uprobe).
-fn bpftrace(
-    exe: &Path,
-    sites: &[Site],
-    script: &str,
-) -> Result<(Child, std::sync::mpsc::Receiver<String>), String> {
+fn bpftrace(exe: &Path, sites: &[Site], script: &str) -> Result<(Child, Lines), String> {
     usdt_provision::ensure(&[Need::package(
         BPFTRACE,
         "the bench compares its scripts with usdt's answers",
@@ -407,34 +404,25 @@ fn bpftrace(
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("bpftrace: {e}"))?;
-    let mut out = BufReader::new(child.stdout.take().ok_or("bpftrace has no stdout")?);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if out.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
-            let _ = child.wait();
-            return Err("bpftrace exited before attaching".into());
-        }
-        if line.starts_with("Attaching") {
-            break;
-        }
+    // Its output is read meanwhile (the histogram at the end too), so that
+    // bpftrace never blocks on a full pipe.
+    let out = Lines::of(
+        child.stdout.take().ok_or("bpftrace has no stdout")?,
+        "bpftrace",
+    );
+    if let Err(e) = out.until(child::LINE, |l| l.starts_with("Attaching")) {
+        child::stop(&mut child, libc::SIGINT);
+        return Err(e);
     }
-    // Read the rest (the histogram at the end) meanwhile, so that bpftrace
-    // never blocks on a full pipe.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = out.read_to_string(&mut rest);
-        let _ = tx.send(rest);
-    });
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let raised = semaphores(exe, sites).inspect_err(|_| stop(&mut child))?;
+        let raised =
+            semaphores(exe, sites).inspect_err(|_| child::stop(&mut child, libc::SIGINT))?;
         if !raised.is_empty() && raised.iter().all(|v| *v > 0) {
             break;
         }
         if Instant::now() > deadline {
-            stop(&mut child);
+            child::stop(&mut child, libc::SIGINT);
             return Err("bpftrace did not attach within 30 s".into());
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -442,26 +430,7 @@ fn bpftrace(
     // Its semaphores are raised as each uprobe is registered: let the last
     // one settle.
     std::thread::sleep(Duration::from_millis(200));
-    Ok((child, rx))
-}
-
-/// Stops bpftrace: SIGINT (repeated: one sent while it starts up may be
-/// missed), then SIGKILL after 10 s.
-pub(crate) fn stop(child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        // SAFETY: kill with our child's pid and a signal has no memory
-        // effects.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        for _ in 0..10 {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    Ok((child, out))
 }
 
 /// Checks that every one of `pairs` requests was seen (for usdt-trace's
@@ -496,10 +465,8 @@ fn check_and_detach(a: Attached, pairs: u64) -> Result<(), String> {
             n / per_request
         }
         Attached::Bpftrace(mut child, output) => {
-            stop(&mut child);
-            let text = output
-                .recv_timeout(Duration::from_secs(10))
-                .map_err(|_| "bpftrace printed nothing".to_string())?;
+            child::stop(&mut child, libc::SIGINT);
+            let text = output.rest(Duration::from_secs(10));
             // `@d: N` of a count, else the sum of its histograms' rows:
             // `[1K, 2K)   N |@@@|`.
             match text.lines().find_map(|l| l.strip_prefix("@d: ")) {
@@ -679,10 +646,14 @@ fn cpu_ns(pid: u32) -> Result<u64, String> {
 
 /// One scrape of `/metrics`.
 fn scrape(port: u16) -> Result<usize, String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").map_err(|e| e.to_string())?;
+    let e = |e: std::io::Error| format!("scraping 127.0.0.1:{port}: {e}");
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(e)?;
+    // A server that stops answering costs the row an error, not the bench.
+    s.set_read_timeout(Some(child::LINE)).map_err(e)?;
+    s.set_write_timeout(Some(child::LINE)).map_err(e)?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").map_err(e)?;
     let mut text = String::new();
-    s.read_to_string(&mut text).map_err(|e| e.to_string())?;
+    s.read_to_string(&mut text).map_err(e)?;
     if !text.contains("usdt_probe_hits_total") {
         return Err(format!("no usdt_probe_hits_total in {text}"));
     }
@@ -706,9 +677,8 @@ fn serve_cpu(exe: &Path, seconds: u64) -> Result<(f64, f64), String> {
         .spawn()
         .map_err(|e| format!("{}: {e}", usdt.display()))?;
     let result = (|| {
-        let mut err = BufReader::new(child.stderr.take().ok_or("no stderr")?);
-        let mut line = String::new();
-        err.read_line(&mut line).map_err(|e| e.to_string())?;
+        let err = Lines::of(child.stderr.take().ok_or("no stderr")?, "usdt serve");
+        let line = err.next(child::LINE)?;
         if !line.starts_with("usdt: serving") {
             return Err(format!("usdt serve: {}", line.trim()));
         }
@@ -727,9 +697,7 @@ fn serve_cpu(exe: &Path, seconds: u64) -> Result<(f64, f64), String> {
         let per_scrape = (cpu_ns(pid)? - c1) as f64 / 10.0 / 1e6;
         Ok((idle, per_scrape))
     })();
-    // SAFETY: kill with our child's pid and a signal has no memory effects.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let _ = child.wait();
+    child::stop(&mut child, libc::SIGTERM);
     result
 }
 /// The section as a table.

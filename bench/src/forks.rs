@@ -8,12 +8,13 @@
 //! mapped and the guard does all its work: read `/proc/self/maps` in the
 //! parent, map a page of `ret` in each child.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::attach::{self, At};
+use crate::child::{self, Lines};
 use crate::loops;
 
 /// Forks per timed run.
@@ -104,16 +105,11 @@ fn one(exe: &Path, forks: u64, guard: bool, attach: bool) -> Result<Sample, Stri
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("starting the fork helper: {e}"))?;
-    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
-    let mut next = || -> Result<String, String> {
-        lines
-            .next()
-            .ok_or("the fork helper ended early")?
-            .map_err(|e| e.to_string())
-    };
-    let ready = next()?;
+    let lines = Lines::of(child.stdout.take().expect("piped"), "the fork helper");
+    let next = || Ok::<_, String>(lines.next(child::LINE)?.trim_end().to_string());
+    let ready = next().inspect_err(|_| child::kill(&mut child))?;
     if ready != "ready" {
-        let _ = child.kill();
+        child::kill(&mut child);
         return Err(format!("the fork helper said {ready:?}"));
     }
     let attached = if attach {
@@ -121,8 +117,7 @@ fn one(exe: &Path, forks: u64, guard: bool, attach: bool) -> Result<Sample, Stri
         match attach::attach(pid, exe, loops::HIT, At::Next) {
             Ok(a) => Some(a),
             Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                child::kill(&mut child);
                 return Err(e);
             }
         }
@@ -133,6 +128,9 @@ fn one(exe: &Path, forks: u64, guard: bool, attach: bool) -> Result<Sample, Stri
     let _ = writeln!(stdin, "go");
     let result = next();
     drop(attached);
+    if result.is_err() {
+        child::kill(&mut child);
+    }
     let _ = child.wait();
     let line = result?;
     let field = |key: &str| {

@@ -16,6 +16,7 @@ mod answers;
 mod attach;
 mod attached_rows;
 mod callgrind;
+mod child;
 mod csdt;
 mod forks;
 mod layouts;

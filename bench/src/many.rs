@@ -10,11 +10,12 @@
 //! at the sizes in [`sizes`] and the table says which size each ran at,
 //! rather than extrapolating to 10,000.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::child::{self, Lines};
 use usdt_provision::{Need, BPFTRACE, GCC, SDT};
 use usdt_trace::bpf::{MultiCounter, MultiSite};
 use usdt_trace::{AttachPoint, KernelFeatures, PerfCounter, Site, Target};
@@ -156,7 +157,7 @@ fn program(n: usize) -> Result<PathBuf, String> {
 struct Instance {
     child: Child,
     stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    stdout: Lines,
     pid: u32,
 }
 
@@ -168,7 +169,7 @@ impl Instance {
             .spawn()
             .map_err(|e| format!("{}: {e}", exe.display()))?;
         let stdin = child.stdin.take().expect("piped");
-        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let stdout = Lines::of(child.stdout.take().expect("piped"), "the program");
         let mut i = Instance {
             child,
             stdin,
@@ -184,12 +185,7 @@ impl Instance {
     }
 
     fn line(&mut self) -> Result<String, String> {
-        let mut line = String::new();
-        match self.stdout.read_line(&mut line) {
-            Ok(0) => Err("the program exited".into()),
-            Ok(_) => Ok(line),
-            Err(e) => Err(e.to_string()),
-        }
+        self.stdout.next(child::LINE)
     }
 
     fn ask(&mut self, what: &str) -> Result<String, String> {
@@ -212,8 +208,7 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        child::kill(&mut self.child);
     }
 }
 
@@ -338,7 +333,7 @@ fn perf_per_site(exe: &Path, n: usize) -> Result<ManyRow, String> {
 /// probe is attached.
 struct Bpftrace {
     child: Child,
-    out: BufReader<ChildStdout>,
+    out: Lines,
 }
 
 impl Bpftrace {
@@ -354,30 +349,16 @@ impl Bpftrace {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("bpftrace: {e}"))?;
-        let mut out = BufReader::new(child.stdout.take().expect("piped"));
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if out.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
-                let _ = child.wait();
-                return Err("bpftrace exited before attaching".into());
-            }
-            if line.trim() == "attached" {
-                return Ok(Bpftrace { child, out });
-            }
-        }
+        let out = Lines::of(child.stdout.take().expect("piped"), "bpftrace");
+        let b = Bpftrace { child, out };
+        b.out.until(child::LINE, |l| l.trim() == "attached")?;
+        Ok(b)
     }
 
     /// Ends it with SIGINT (it prints its map and detaches); the hits.
     fn stop(mut self) -> Result<u64, String> {
-        let pid = self.child.id() as libc::pid_t;
-        if pid > 0 {
-            // SAFETY: kill with a positive pid of our own child.
-            unsafe { libc::kill(pid, libc::SIGINT) };
-        }
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut self.out, &mut text);
-        let _ = self.child.wait();
+        child::stop(&mut self.child, libc::SIGINT);
+        let text = self.out.rest(Duration::from_secs(10));
         text.lines()
             .find_map(|l| l.strip_prefix("@hits: "))
             .and_then(|v| v.trim().parse().ok())
@@ -387,8 +368,7 @@ impl Bpftrace {
 
 impl Drop for Bpftrace {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        child::kill(&mut self.child);
     }
 }
 

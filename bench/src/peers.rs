@@ -3,11 +3,12 @@
 //! named `usdt`). Built here at run time with cargo, started once, attached to
 //! by pid, and asked to run its loop in batches it times itself.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
+use crate::child::{self, Lines};
 use crate::timing::Loop;
 
 /// The helper's manifest, in this repository.
@@ -58,7 +59,7 @@ pub fn build() -> Result<PathBuf, String> {
 pub struct Helper {
     child: Child,
     stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    stdout: Lines,
     /// The helper's process id.
     pub pid: u32,
     /// The helper's executable.
@@ -75,7 +76,10 @@ impl Helper {
             .spawn()
             .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
         let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let stdout = Lines::of(
+            child.stdout.take().expect("piped stdout"),
+            &exe.display().to_string(),
+        );
         let pid = child.id();
         let mut helper = Helper {
             child,
@@ -92,12 +96,7 @@ impl Helper {
     }
 
     fn line(&mut self) -> Result<String, String> {
-        let mut line = String::new();
-        match self.stdout.read_line(&mut line) {
-            Ok(0) => Err(format!("{} exited", self.exe.display())),
-            Ok(_) => Ok(line.trim_end().to_owned()),
-            Err(e) => Err(format!("reading from {}: {e}", self.exe.display())),
-        }
+        Ok(self.stdout.next(child::LINE)?.trim_end().to_owned())
     }
 
     /// The helper's loop for `row`.
@@ -110,8 +109,7 @@ impl Drop for Helper {
     fn drop(&mut self) {
         // Closing stdin ends the helper's command loop.
         let _ = self.stdin.flush();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        child::kill(&mut self.child);
     }
 }
 

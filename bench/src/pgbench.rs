@@ -17,11 +17,12 @@
 //! the median of its rounds' ratios to the untraced run of the same round,
 //! its tps the median of its rounds.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::child::{self, Lines};
 use usdt_provision::Need;
 use usdt_test_support::postgres::Cluster;
 
@@ -147,7 +148,7 @@ fn row(cluster: &Cluster, usdt: &Path, tracer: Tracer, options: &[&str]) -> Resu
     };
     let result = cluster.pgbench(options).and_then(|o| tps(&o.stdout));
     if let Some(mut child) = child {
-        crate::answers::stop(&mut child);
+        child::stop(&mut child, libc::SIGINT);
     }
     result
 }
@@ -171,18 +172,12 @@ fn attached(cmd: &mut Command, ready: &str, on_stdout: bool) -> Result<Child, St
         (_, Some(s)) => Box::new(s),
         _ => return Err("no output to read".into()),
     };
-    let mut lines = BufReader::new(stream);
-    let mut line = String::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !line.contains(ready) {
-        line.clear();
-        if lines.read_line(&mut line).map_err(|e| e.to_string())? == 0 || Instant::now() > deadline
-        {
-            crate::answers::stop(&mut child);
-            return Err(format!("{cmd:?} ended or hung before attaching"));
-        }
+    // The rest of its output is read (and dropped) by the reader's thread.
+    let lines = Lines::of(stream, &format!("{cmd:?}"));
+    if let Err(e) = lines.until(child::LINE, |l| l.contains(ready)) {
+        child::stop(&mut child, libc::SIGINT);
+        return Err(e);
     }
-    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
     // bpftrace says "Attaching" before its uprobes are in place.
     std::thread::sleep(Duration::from_millis(if on_stdout { 1000 } else { 100 }));
     Ok(child)

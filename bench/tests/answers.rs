@@ -11,9 +11,10 @@
 //! this build's target directory, as tests/bench.rs builds it.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use usdt_provision::Need;
+use usdt_test_support::process;
 
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
@@ -41,10 +42,14 @@ fn bench() -> PathBuf {
 
 /// What `bench ARGS` prints, once it succeeded.
 fn section(args: &[&str]) -> String {
-    let out = Command::new(bench())
+    // Under a deadline, its progress shown as it runs (as tests/bench.rs).
+    let child = Command::new(bench())
         .args(args)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("bench runs");
+    let out = process::wait_output_echoing(child, 600);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");

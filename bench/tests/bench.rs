@@ -7,9 +7,10 @@
 //! expected, and the table says why the others are missing.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 use usdt_provision::Need;
+use usdt_test_support::process;
 
 const IDLE_ROWS: [&str; 4] = [
     "usermode-count",
@@ -79,7 +80,7 @@ fn quick_json_has_every_row() {
     let _ = std::fs::remove_file(&json);
 
     // Build first (not timed): the bench builds its peers helper when it starts.
-    let status = cargo()
+    let mut status = cargo()
         .args([
             "build",
             "--release",
@@ -90,25 +91,33 @@ fn quick_json_has_every_row() {
             "--target-dir",
         ])
         .arg(target)
-        .status()
+        .spawn()
         .expect("cargo runs");
+    let status = process::wait_deadline(&mut status, 1200);
     assert!(status.success(), "building the bench failed");
     let bench = target.join("release/bench");
-    let prepare = Command::new(&bench)
+    let mut prepare = Command::new(&bench)
         .arg("--prepare")
-        .status()
+        .spawn()
         .expect("bench runs");
+    let prepare = process::wait_deadline(&mut prepare, 1200);
     assert!(
         prepare.success(),
         "bench --prepare (building bench/peers) failed"
     );
 
+    // Its progress goes to the test's own stderr as it runs, and it runs
+    // under a deadline (ten times its usual time): a bench that hangs
+    // fails here and says where each of its threads and children waits.
     let start = Instant::now();
-    let out = Command::new(&bench)
+    let child = Command::new(&bench)
         .args(["--quick", "--json"])
         .arg(&json)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("bench runs");
+    let out = process::wait_output_echoing(child, 600);
     let took = start.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -174,7 +174,9 @@ fn interrupt_during_attach(command: &str, sig: i32) {
     let err = reader(usdt.stderr.take().unwrap());
     let out = reader(usdt.stdout.take().unwrap());
     let paused = paused_command(pid);
-    std::thread::sleep(Duration::from_millis(500));
+    // Briefly: each event attached by then costs an RCU grace period to
+    // remove (seconds for a few dozen, with the machine busy).
+    std::thread::sleep(Duration::from_millis(150));
     signal(pid, sig);
     // Detaching waits for the kernel (an RCU grace period per uprobe), and
     // other tracers on the machine share its locks: a generous deadline.
