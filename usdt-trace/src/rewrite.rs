@@ -217,6 +217,7 @@ pub fn site_rewrite(pid: u32, addr: u64, kind: SiteLayout) -> Result<SiteRewrite
 /// `addr` must point at a mapped, readable long nop of `kind` in this
 /// process's code.
 #[cfg(target_os = "linux")]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the self-tests' (x86-64)
 pub(crate) unsafe fn optimized_here(addr: u64, kind: SiteLayout) -> bool {
     let mut bytes = [0u8; 10];
     let len = match kind {
@@ -236,6 +237,7 @@ pub(crate) unsafe fn optimized_here(addr: u64, kind: SiteLayout) -> bool {
 /// Whether `target` lies in a `[uprobes-trampoline]` line of
 /// `/proc/self/maps`, read with `open`/`read` into stack buffers.
 #[cfg(target_os = "linux")]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the self-tests' (x86-64)
 fn in_own_trampoline(target: u64) -> bool {
     const NAME: &[u8] = b"[uprobes-trampoline]";
     // SAFETY: a NUL-terminated path.
@@ -281,6 +283,7 @@ fn in_own_trampoline(target: u64) -> bool {
 }
 
 /// Whether the `lo-hi` range a maps line starts with holds `target`.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn range_holds(line: &[u8], target: u64) -> bool {
     let hex = |s: &[u8]| -> Option<u64> {
         if s.is_empty() || s.len() > 16 {

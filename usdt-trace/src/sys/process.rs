@@ -34,6 +34,8 @@ pub(crate) unsafe fn fork() -> Result<Forked, SyscallError> {
 /// choke point (in test builds it consults a thread-local fake, which
 /// nothing vouches is async-signal-safe there) and past libc's fork
 /// handlers.
+// Used by the self-tests, which run on x86-64 only; portable all the same.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) mod in_child {
     /// The `fork` system call itself, not libc's `fork()`: no
     /// `pthread_atfork` handlers run (a program's fork guard among them).
