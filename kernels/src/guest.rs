@@ -22,8 +22,8 @@
 //! - h. whether `usdt features` tells the truth about the kernel.
 //!
 //! The checks are the same on every architecture: the guest runs them on
-//! its own, and a layout without a long nop (aarch64's `nop`) has no
-//! Location + 1 to check.
+//! its own, and a layout without a long nop (the `nop` of aarch64 and
+//! riscv64) has no Location + 1 to check.
 
 use std::path::Path;
 
@@ -35,8 +35,8 @@ use crate::features::{self, FeatureReport};
 use crate::Arch;
 
 /// `syscall(336)`'s errno from a normal caller: ENOSYS where there is no
-/// uprobe syscall (every aarch64 kernel, where 336 is no system call), ENXIO
-/// on the nop5 kernels, EPROTO on the nop10 ones.
+/// uprobe syscall (every aarch64 and riscv64 kernel, where 336 is no system
+/// call), ENXIO on the nop5 kernels, EPROTO on the nop10 ones.
 pub fn uprobe_syscall_errno() -> String {
     // SAFETY: syscall 336 is the uprobe syscall where it exists; called from
     // outside a trampoline it changes nothing and fails; elsewhere it is
@@ -411,6 +411,7 @@ fn features_truth(
     let site = match Arch::host() {
         Arch::X86_64 => "machine: x86-64; its probe sites: nop;nop5;nop10 ",
         Arch::Aarch64 => "machine: aarch64; its probe sites: nop (1f 20 03 d5)",
+        Arch::Riscv64 => "machine: riscv64; its probe sites: nop (13 00 00 00)",
     };
     let Some(f) = f else {
         return json!({ "uprobe_syscall": false, "uprobe_multi": false, "machine": false, "kernel": false, "site": false });
