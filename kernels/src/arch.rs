@@ -38,9 +38,10 @@ const X86_64_LAYOUTS: [Layout; 3] = [
     },
 ];
 
-/// aarch64's and riscv64's one layout: `sys/sdt.h`'s single `nop`
-/// (`1f 20 03 d5`; `13 00 00 00`, never the compressed `c.nop`), whatever
-/// the facade's features say (they choose x86-64's long nops).
+/// aarch64's and riscv64's one layout: a single `nop`, as `sys/sdt.h`'s
+/// (`1f 20 03 d5`; riscv64's `13 00 00 00`, where `sys/sdt.h` built for
+/// riscv64gc gets the 2-byte `c.nop`), whatever the facade's features say
+/// (they choose x86-64's long nops).
 const NOP_LAYOUTS: [Layout; 1] = [Layout {
     name: "nop",
     feature: None,
