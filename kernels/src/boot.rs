@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use usdt_provision::{Need, BUSYBOX, KMOD, QEMU_SYSTEM, QEMU_SYSTEM_ARM, VIRTME_NG};
+use usdt_provision::{Need, BUSYBOX, KMOD, VIRTME_NG};
 
 use crate::fetch::Kernel;
 use crate::Arch;
@@ -42,7 +42,7 @@ pub fn accel_for(arch: Arch) -> (Accel, String) {
         false => (
             Accel::Tcg,
             format!(
-                "tcg: an {} guest on an {} machine is emulated",
+                "tcg: a guest for {} is emulated on this {} machine",
                 arch.debian(),
                 Arch::host().debian()
             ),
@@ -89,22 +89,13 @@ pub fn prepare(cache: &Path, arches: &[Arch]) -> Result<PathBuf, String> {
         "the guests' checks attach uprobes, and qemu's 9p root is the machine's",
     )])
     .map_err(|e| e.to_string())?;
-    if arches.contains(&Arch::Aarch64) {
-        usdt_provision::ensure(&[Need::package(
-            QEMU_SYSTEM_ARM,
-            "the kernel matrix boots each arm64 kernel in qemu-system-aarch64",
-        )])
-        .map_err(|e| e.to_string())?;
-    }
+    let qemus: Vec<Need> = arches.iter().map(|a| a.qemu_need()).collect();
+    usdt_provision::ensure(&qemus).map_err(|e| e.to_string())?;
     let venv = cache.join("venv");
     if !arches.contains(&Arch::X86_64) {
         return Ok(venv.join("bin"));
     }
     usdt_provision::ensure(&[
-        Need::package(
-            QEMU_SYSTEM,
-            "the kernel matrix boots each kernel in qemu-system-x86_64",
-        ),
         Need::package(
             BUSYBOX,
             "virtme-ng builds the guests' initramfs with busybox",

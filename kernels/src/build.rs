@@ -3,17 +3,18 @@
 //! each layout into a target directory of its own (`target/kernels/...`). The guests see them
 //! through the machine's root, shared read-only.
 //!
-//! For a guest of another architecture ([`build_cross`]: arm64), the same
-//! programs, the examples `types` and `latency` (whose values the guest
-//! checks) and this harness itself are cross-built, statically linked
+//! For a guest of another architecture ([`build_cross`]: arm64, riscv64),
+//! the same programs, the examples `types` and `latency` (whose values the
+//! guest checks) and this harness itself are cross-built, statically linked
 //! (`-C target-feature=+crt-static`: the guest has no C library of its
-//! own), into `target/kernels-aarch64`, and the bench's C row is compiled
-//! for it with the cross compiler and `<sys/sdt.h>`.
+//! own), into `target/kernels-ARCH` (`kernels-aarch64`, `kernels-riscv64`),
+//! and the bench's C row is compiled for it with the cross compiler and
+//! `<sys/sdt.h>`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use usdt_provision::{Need, AARCH64_GCC, AARCH64_LIBC, SDT};
+use usdt_provision::{Need, SDT};
 use usdt_test_support::outside::Dependency;
 
 use crate::{Arch, Layout};
@@ -176,22 +177,25 @@ pub fn build_all() -> Result<Binaries, String> {
 /// compiler and C library, and `<sys/sdt.h>` on first use.
 pub fn build_cross(arch: Arch) -> Result<Binaries, String> {
     let triple = arch.rust_target();
+    let [gcc, libc] = arch
+        .cross_toolchain()
+        .ok_or(format!("no cross toolchain builds for {}", arch.name()))?;
     usdt_provision::ensure(&[
         Need::rust_target(
             triple,
-            "the kernel matrix builds its arm64 guests' programs",
+            "the kernel matrix builds the programs of its guests of another architecture",
         ),
         Need::package(
-            AARCH64_GCC,
-            "the kernel matrix links its arm64 guests' programs and compiles their C row",
+            gcc,
+            "the kernel matrix links the programs of its guests of another architecture and compiles their C row",
         ),
         Need::package(
-            AARCH64_LIBC,
-            "the kernel matrix links its arm64 guests' programs statically",
+            libc,
+            "the kernel matrix links the programs of its guests of another architecture statically",
         ),
         Need::package(
             SDT,
-            "the bench's C row in the arm64 guests is a <sys/sdt.h> probe",
+            "the bench's C row in the guests of another architecture is a <sys/sdt.h> probe",
         ),
     ])
     .map_err(|e| e.to_string())?;

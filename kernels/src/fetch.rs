@@ -1,7 +1,8 @@
 //! Fetching a generation's kernel: Debian's packages, with a private apt
 //! configuration in the cache for each architecture (its own sources, lists
-//! and archives; `-o APT::Architecture=arm64` for arm64's), so the machine's
-//! sources and installed packages stay as they are.
+//! and archives; `-o APT::Architecture=arm64` for arm64's, `=riscv64` for
+//! riscv64's), so the machine's sources and installed packages stay as they
+//! are.
 //!
 //! A generation (`6.1`, `arm64-6.1`) is the newest generic-flavour
 //! `linux-image-6.1*` package of its architecture the lists offer, with the
@@ -24,7 +25,8 @@ use crate::Arch;
 /// The suites that carry the generations: bullseye 5.10, bookworm and
 /// bullseye-security 6.1, trixie 6.12, trixie-backports 6.19.x and 7.3.x,
 /// sid 7.2.x, experimental 7.3-rc (`ARCH`: Debian's name of the
-/// architecture). bookworm also carries the userland of a guest of another
+/// architecture; riscv64 is in trixie and later only). bookworm, and
+/// trixie for riscv64, also carry the userland of a guest of another
 /// architecture (userland.rs).
 const SOURCES: &str = "\
 deb [arch=ARCH signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main
@@ -302,7 +304,7 @@ pub(crate) fn debs_dir(cache: &Path, arch: Arch) -> PathBuf {
 pub fn unbootable(kernel: &Kernel) -> Option<String> {
     if kernel.arch != Arch::host() {
         return Some(format!(
-            "{} {} is an {} kernel, and the machine's root is {}'s",
+            "{} {} is a kernel for {}, and the machine's root is {}'s",
             kernel.package,
             kernel.version,
             kernel.arch.debian(),
@@ -451,14 +453,18 @@ pub(crate) fn unpack(deb: &Path, tree: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `boot/vmlinuz-RELEASE` (older packages) or
-/// `usr/lib/modules/RELEASE/vmlinuz` (newer ones).
+/// `boot/vmlinuz-RELEASE` (older packages; riscv64's uncompressed image is
+/// `boot/vmlinux-RELEASE`) or `usr/lib/modules/RELEASE/vmlinuz` (newer
+/// ones, every architecture).
 fn find_image(tree: &Path) -> Result<(PathBuf, String), String> {
     let boot = tree.join("boot");
     if let Ok(dir) = std::fs::read_dir(&boot) {
         for e in dir.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(release) = name.strip_prefix("vmlinuz-") {
+            let release = ["vmlinuz-", "vmlinux-"]
+                .iter()
+                .find_map(|p| name.strip_prefix(p));
+            if let Some(release) = release {
                 return Ok((e.path(), release.into()));
             }
         }
@@ -539,6 +545,30 @@ mod tests {
     }
 
     #[test]
+    fn finds_each_form_of_kernel_image() {
+        let tree = std::env::temp_dir().join(format!("usdt-kernels-image-{}", std::process::id()));
+        // riscv64's 6.12: an uncompressed image in /boot.
+        let boot = tree.join("boot");
+        std::fs::create_dir_all(&boot).unwrap();
+        std::fs::write(boot.join("config-6.12.117+deb13-riscv64"), "").unwrap();
+        std::fs::write(boot.join("vmlinux-6.12.117+deb13-riscv64"), "").unwrap();
+        let (image, release) = find_image(&tree).unwrap();
+        assert_eq!(release, "6.12.117+deb13-riscv64");
+        assert_eq!(image, boot.join("vmlinux-6.12.117+deb13-riscv64"));
+        std::fs::remove_dir_all(&boot).unwrap();
+        // Newer packages: the image beside the modules.
+        let modules = tree.join("usr/lib/modules/7.2.13+deb14-riscv64");
+        std::fs::create_dir_all(&modules).unwrap();
+        assert!(find_image(&tree).is_err());
+        std::fs::write(modules.join("vmlinuz"), "").unwrap();
+        assert_eq!(
+            find_image(&tree).unwrap(),
+            (modules.join("vmlinuz"), "7.2.13+deb14-riscv64".to_string())
+        );
+        std::fs::remove_dir_all(&tree).unwrap();
+    }
+
+    #[test]
     fn picks_the_newest_generic_kernel() {
         let search = "\
 linux-image-6.1-amd64 - Linux for 64-bit PCs (meta-package)
@@ -562,6 +592,15 @@ linux-image-6.12.117+deb13-rt-arm64 - Linux 6.12 for 64-bit ARMv8 machines, PREE
             candidates(arm, Arch::Aarch64),
             ["linux-image-6.12.117+deb13-arm64"]
         );
+        let riscv = "\
+linux-image-7.2.13+deb14-riscv64 - Linux 7.2.13 for 64-bit RISC-V platforms
+linux-image-7.2.13+deb14-riscv64-dbg - Linux 7.2.13 for 64-bit RISC-V platforms (debug symbols)
+";
+        assert_eq!(
+            candidates(riscv, Arch::Riscv64),
+            ["linux-image-7.2.13+deb14-riscv64"]
+        );
+        assert!(candidates(riscv, Arch::Aarch64).is_empty());
         let show = "\
 Package: linux-image-7.3-amd64
 Version: 7.3~rc7-1~exp1

@@ -22,8 +22,8 @@
 //! - h. whether `usdt features` tells the truth about the kernel.
 //!
 //! The checks are the same on every architecture: the guest runs them on
-//! its own, and a layout without a long nop (aarch64's `nop`) has no
-//! Location + 1 to check.
+//! its own, and a layout without a long nop (the `nop` of aarch64 and
+//! riscv64) has no Location + 1 to check.
 
 use std::path::Path;
 
@@ -35,8 +35,8 @@ use crate::features::{self, FeatureReport};
 use crate::Arch;
 
 /// `syscall(336)`'s errno from a normal caller: ENOSYS where there is no
-/// uprobe syscall (every aarch64 kernel, where 336 is no system call), ENXIO
-/// on the nop5 kernels, EPROTO on the nop10 ones.
+/// uprobe syscall (every aarch64 and riscv64 kernel, where 336 is no system
+/// call), ENXIO on the nop5 kernels, EPROTO on the nop10 ones.
 pub fn uprobe_syscall_errno() -> String {
     // SAFETY: syscall 336 is the uprobe syscall where it exists; called from
     // outside a trampoline it changes nothing and fails; elsewhere it is
@@ -411,6 +411,7 @@ fn features_truth(
     let site = match Arch::host() {
         Arch::X86_64 => "machine: x86-64; its probe sites: nop;nop5;nop10 ",
         Arch::Aarch64 => "machine: aarch64; its probe sites: nop (1f 20 03 d5)",
+        Arch::Riscv64 => "machine: riscv64; its probe sites: nop (13 00 00 00)",
     };
     let Some(f) = f else {
         return json!({ "uprobe_syscall": false, "uprobe_multi": false, "machine": false, "kernel": false, "site": false });
@@ -425,17 +426,20 @@ fn features_truth(
     })
 }
 
-/// c. bpftrace 0.17's own attach (at the note's Location) and `str()`.
+/// c. bpftrace's own attach (at the note's Location) and `str()`, with the
+/// BPF JIT on ([`with_bpf_jit`]).
 fn bpftrace_check(plan: &Plan, demo: &Path, layout: &str, log: &mut Vec<String>) -> Value {
     let d = demo.to_string_lossy();
     let program =
         format!("usdt:{d}:http:request_start {{ printf(\"%d %s\\n\", arg0, str(arg1)); }}");
-    let o = run(
-        Path::new("bpftrace"),
-        &["-e", &program, "-c", &format!("{d} 3")],
-        "",
-        plan.timeout,
-    );
+    let o = with_bpf_jit(log, || {
+        run(
+            Path::new("bpftrace"),
+            &["-e", &program, "-c", &format!("{d} 3")],
+            "",
+            plan.timeout,
+        )
+    });
     logged(
         log,
         "bpftrace usdt:demo:http:request_start -c 'demo 3'".into(),
@@ -451,6 +455,31 @@ fn bpftrace_check(plan: &Plan, demo: &Path, layout: &str, log: &mut Vec<String>)
         .collect();
     let exact = o.ok() && lines == ["0 /item/0", "1 /item/1", "2 /item/2"];
     json!({ "tool": "bpftrace", "engine": "bpftrace", "layout": layout, "status": o.status, "exact": exact })
+}
+
+/// The kernel's switch of the BPF JIT.
+const BPF_JIT: &str = "/proc/sys/net/core/bpf_jit_enable";
+
+/// `f` run with the BPF JIT on, the switch put back after: a kernel may
+/// leave the JIT off by default (Debian's riscv64 kernels, whose
+/// architecture does not ask for it by default), and bpftrace's programs
+/// may need it (7.2 refuses the interpreter the program of bpftrace
+/// 0.23's `str()`: "program requires BPF JIT compiler but it is not
+/// available"), so its user turns it on, as here. `usdt`'s own programs
+/// run under either, and its checks leave the kernel's default as it is.
+fn with_bpf_jit<T>(log: &mut Vec<String>, f: impl FnOnce() -> T) -> T {
+    let before = std::fs::read_to_string(BPF_JIT).unwrap_or_default();
+    let switched = before.trim() == "0" && std::fs::write(BPF_JIT, "1").is_ok();
+    if switched {
+        log.push(format!(
+            "{BPF_JIT}: 0 (this kernel's default), 1 while bpftrace runs"
+        ));
+    }
+    let result = f();
+    if switched {
+        let _ = std::fs::write(BPF_JIT, "0");
+    }
+    result
 }
 
 /// c. gdb stops at the probe and reads an argument.

@@ -685,13 +685,9 @@ pub fn boot(
     let log = std::fs::File::create(&console).map_err(|e| format!("{}: {e}", console.display()))?;
     let log2 = log.try_clone().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(arch.qemu());
-    match (accel, arch) {
-        (Accel::Kvm, _) => cmd.args(["-accel", "kvm", "-cpu", "host"]),
-        // The `max` CPU with its pointer authentication computed by qemu's
-        // own cheap algorithm rather than QARMA, which TCG emulates several
-        // times slower (Debian's arm64 kernels sign their return addresses).
-        (Accel::Tcg, Arch::Aarch64) => cmd.args(["-accel", "tcg", "-cpu", "max,pauth-impdef=on"]),
-        (Accel::Tcg, _) => cmd.args(["-accel", "tcg", "-cpu", "max"]),
+    match accel {
+        Accel::Kvm => cmd.args(["-accel", "kvm", "-cpu", "host"]),
+        Accel::Tcg => cmd.args(["-accel", "tcg", "-cpu", arch.tcg_cpu()]),
     };
     cmd.args(arch.machine_args())
         .args(["-m", "2G", "-smp", "1"])

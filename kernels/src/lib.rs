@@ -5,9 +5,10 @@
 //! apt configuration ([`fetch`]), boots each under qemu on the machine's own
 //! root over 9p with virtme-ng ([`boot`]) — or, for a kernel without a
 //! modules package (x86-64's 6.19) and for every kernel of another
-//! architecture (arm64, emulated), on an initramfs holding what the checks
-//! run ([`initramfs`]; for arm64, static aarch64 builds ([`build`]) and
-//! Debian's arm64 userland ([`userland`])) — runs the checks inside the
+//! architecture (arm64 and riscv64, emulated), on an initramfs holding what
+//! the checks run ([`initramfs`]; for those, static builds for their
+//! architecture ([`build`]) and Debian's userland of it ([`userland`])) —
+//! runs the checks inside the
 //! guest ([`guest`], this same binary's `guest` command) and reports one row
 //! per kernel with the contracts it checks ([`report`]). The machine's own
 //! kernel is a row too, checked directly.
@@ -34,7 +35,8 @@ pub use arch::Arch;
 /// A row of the matrix: a kernel series of one architecture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Generation {
-    /// Its name on the command line (`6.1`, `arm64-6.1`, `host`).
+    /// Its name on the command line (`6.1`, `arm64-6.1`, `riscv64-7.2`,
+    /// `host`).
     pub name: &'static str,
     /// The architecture it runs.
     pub arch: Arch,
@@ -51,10 +53,12 @@ const fn x86(series: &'static str) -> Generation {
     }
 }
 
-/// The generations the matrix boots, oldest first, x86-64's then arm64's
+/// The generations the matrix boots, oldest first, x86-64's, then arm64's
 /// (the oldest and newest series Debian ships for it, and its current
-/// stable one). "host" is the machine's own kernel, checked without qemu.
-pub const GENERATIONS: [Generation; 10] = [
+/// stable one), then riscv64's (trixie's, the first release that has it,
+/// and the newest, sid's). "host" is the machine's own kernel, checked
+/// without qemu.
+pub const GENERATIONS: [Generation; 12] = [
     x86("5.10"),
     x86("6.1"),
     x86("6.12"),
@@ -77,6 +81,16 @@ pub const GENERATIONS: [Generation; 10] = [
         arch: Arch::Aarch64,
         series: "7.3",
     },
+    Generation {
+        name: "riscv64-6.12",
+        arch: Arch::Riscv64,
+        series: "6.12",
+    },
+    Generation {
+        name: "riscv64-7.2",
+        arch: Arch::Riscv64,
+        series: "7.2",
+    },
 ];
 
 /// The generation named `name`.
@@ -89,7 +103,7 @@ pub fn generation(name: &str) -> Option<Generation> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// `nop5`, `nop10`, `nop5_nop10`: the long nops after the site's first
-    /// `nop` (x86-64); `nop`: the one `nop` (aarch64).
+    /// `nop` (x86-64); `nop`: the one `nop` (aarch64, riscv64).
     pub name: &'static str,
     /// The facade's cargo feature that selects it.
     pub feature: Option<&'static str>,
@@ -115,8 +129,8 @@ impl Layout {
 /// The uprobe syscall's errno that a kernel release should give from a
 /// normal caller on x86-64: ENOSYS before 6.18 (no syscall), ENXIO from 6.18
 /// to early 7.2 (nop5 optimized), EPROTO from 7.2.6 and 7.3 (nop10
-/// optimized). aarch64 has no uprobe syscall (its number 336 is unallocated
-/// there): ENOSYS on every release.
+/// optimized). aarch64 and riscv64 have no uprobe syscall (336 is
+/// unallocated in their table, the generic one): ENOSYS on every release.
 pub fn expected_errno(arch: Arch, release: &str) -> Option<&'static str> {
     let (major, minor, patch) = release_numbers(release)?;
     if arch != Arch::X86_64 {
@@ -185,6 +199,10 @@ mod tests {
             "7.3.4+deb13-arm64",
         ] {
             assert_eq!(expected_errno(Arch::Aarch64, r), Some("ENOSYS"));
+        }
+        // Nor on riscv64.
+        for r in ["6.12.117+deb13-riscv64", "7.2.13+deb14-riscv64"] {
+            assert_eq!(expected_errno(Arch::Riscv64, r), Some("ENOSYS"));
         }
     }
 

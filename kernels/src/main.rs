@@ -20,16 +20,17 @@ use usdt_kernels::userland::{self, Userland};
 use usdt_kernels::{boot, exec, fetch, guest, initramfs, report, Arch, GENERATIONS};
 
 const USAGE: &str = "usage: usdt-kernels [--json] [--kernel GEN]... [--refresh] [--jobs N]
-  GEN: 5.10 6.1 6.12 host 6.19 7.2 7.3 arm64-6.1 arm64-6.12 arm64-7.3 (default: all)";
+  GEN: 5.10 6.1 6.12 host 6.19 7.2 7.3 arm64-6.1 arm64-6.12 arm64-7.3
+       riscv64-6.12 riscv64-7.2 (default: all)";
 
 /// Iterations of each bench row: on the machine, and in an emulated guest
-/// (about 50 times slower; an arm64 guest, emulated on x86-64, about 200
-/// times).
+/// (about 50 times slower; an arm64 or riscv64 guest, emulated on x86-64,
+/// about 200 times).
 const HOST_ITERATIONS: u64 = 1_000_000;
 fn guest_iterations(arch: Arch) -> u64 {
     match arch {
         Arch::X86_64 => 100_000,
-        Arch::Aarch64 => 50_000,
+        Arch::Aarch64 | Arch::Riscv64 => 50_000,
     }
 }
 

@@ -1,11 +1,11 @@
 //! The userland of a guest of another architecture than the machine's
-//! (arm64): the machine's root cannot serve it, so its initramfs takes
-//! Debian's programs of its architecture (busybox-static, and the
-//! consumers bpftrace and gdb), from bookworm, with the packages they
-//! depend on. They come through the same private apt configuration as the
+//! (arm64, riscv64): the machine's root cannot serve it, so its initramfs
+//! takes Debian's programs of its architecture (busybox-static, and the
+//! consumers bpftrace and gdb), from the release [`Arch::userland_suite`]
+//! names (bookworm, trixie for riscv64), with the packages they depend on. They come through the same private apt configuration as the
 //! kernels (fetch.rs): `apt-get -s install` names the closure, `apt-get
 //! download` fetches it, `dpkg-deb -x` unpacks it into a tree of the cache
-//! (a sysroot, `userland/arm64/KEY/root`), from which the initramfs takes
+//! (a sysroot, `userland/ARCH/KEY/root`), from which the initramfs takes
 //! each program and the shared libraries its ELF headers name
 //! ([`dynamic`], read with `readelf`).
 
@@ -18,11 +18,11 @@ use usdt_provision::{Need, BINUTILS};
 use crate::fetch::{self, Apt, Record};
 use crate::Arch;
 
-/// The suite the userland comes from (the machine's own release).
-const SUITE: &str = "bookworm";
-
-/// The packages every such guest runs: busybox (the shell, `mount`, ...).
-pub const BASE: &[&str] = &["busybox-static"];
+/// The packages every such guest runs: the root's layout (trixie's
+/// packages install into `/usr` alone, and its base-files holds the `/bin`,
+/// `/lib` and `/sbin` links to `/usr` through which their paths and
+/// interpreters are named) and busybox (the shell, `mount`, ...).
+pub const BASE: &[&str] = &["base-files", "busybox-static"];
 
 /// The consumers the guest's checks run beside `usdt`, by package: each
 /// installs `/usr/bin/NAME`.
@@ -54,7 +54,8 @@ impl Userland {
 pub fn fetch(cache: &Path, arch: Arch, packages: &[&str]) -> Result<Userland, String> {
     let apt = Apt::new(cache, arch);
     apt.update(false)?;
-    let mut args = vec!["-s", "-t", SUITE, "--no-install-recommends", "install"];
+    let suite = arch.userland_suite();
+    let mut args = vec!["-s", "-t", suite, "--no-install-recommends", "install"];
     args.extend(packages);
     let plan = parse_simulation(&apt.run("apt-get", &args, None)?);
     if plan.is_empty() {

@@ -1,10 +1,10 @@
 //! The kernel matrix, every generation (5.10 to 7.3 and the machine's own,
-//! and arm64's 6.1, 6.12 and 7.3, emulated) booted in qemu: each keeps the
-//! contracts, and the old (6.1: no uprobe syscall, no BPF uprobe_multi) and
-//! the new (7.3: nop10 optimized, fork fixed) report what their generation
-//! does; on arm64 every value, latency and hist check ran (on the examples
-//! and on a program written outside the project), and bpftrace and gdb read
-//! the same values. This is the matrix `.ci/run`
+//! arm64's 6.1, 6.12 and 7.3 and riscv64's 6.12 and 7.2, emulated) booted
+//! in qemu: each keeps the contracts, and the old (6.1: no uprobe syscall,
+//! no BPF uprobe_multi) and the new (7.3: nop10 optimized, fork fixed)
+//! report what their generation does; on arm64 and riscv64 every value,
+//! latency and hist check ran (on the examples and on a program written
+//! outside the project), and bpftrace and gdb read the same values. This is the matrix `.ci/run`
 //! runs: the JSON goes to `target/kernels.json` and the table to
 //! `target/kernels.txt`. The kernels and the built programs are shared with
 //! `cargo run -p usdt-kernels` (the cache and `target/kernels`).
@@ -80,14 +80,25 @@ fn every_kernel_generation_keeps_the_contracts() {
     assert_eq!(new["fork"]["nop10"]["next"]["trampoline"], true, "{new}");
     assert_eq!(new["red_zone"]["nop10"]["ok"], true, "{new}");
 
-    // arm64, emulated: no uprobe syscall, the site's one nop where the
-    // default attaches, BPF uprobe_multi links from 6.6; every value check
-    // ran (on 6.1, latency, hist and count --by refuse for want of those
-    // links) and bpftrace and gdb read what usdt reads.
-    let arm: Vec<&Value> = rows.iter().filter(|r| r["arch"] == "aarch64").collect();
-    assert_eq!(arm.len(), 3, "{stderr}");
-    for (prefix, multi) in [("6.1.", false), ("6.12.", true), ("7.3", true)] {
-        let row = of("aarch64", prefix);
+    // arm64 and riscv64, emulated: no uprobe syscall, the site's one nop
+    // where the default attaches, BPF uprobe_multi links from 6.6; every
+    // value check ran (on arm64's 6.1, latency, hist, count --by and serve
+    // refuse for want of those links) and bpftrace and gdb read what usdt
+    // reads.
+    let emulated = [
+        ("aarch64", "6.1.", false),
+        ("aarch64", "6.12.", true),
+        ("aarch64", "7.3", true),
+        ("riscv64", "6.12.", true),
+        ("riscv64", "7.2.", true),
+    ];
+    for arch in ["aarch64", "riscv64"] {
+        let n = rows.iter().filter(|r| r["arch"] == arch).count();
+        let want = emulated.iter().filter(|(a, _, _)| *a == arch).count();
+        assert_eq!(n, want, "{arch}: {stderr}");
+    }
+    for (arch, prefix, multi) in emulated {
+        let row = of(arch, prefix);
         assert_eq!(row["accel"], "tcg", "{row}");
         assert_eq!(row["root"], "initramfs", "{row}");
         assert_eq!(row["uprobe_syscall"], "ENOSYS", "{row}");

@@ -152,6 +152,12 @@ pub const QEMU_SYSTEM_ARM: Package = Package {
     name: "qemu-system-arm",
     provides: &["/usr/bin/qemu-system-aarch64"],
 };
+/// qemu-system-riscv64, which boots the kernel matrix's riscv64 guests
+/// (kernels/), emulated, with qemu-system-data's OpenSBI as their firmware.
+pub const QEMU_SYSTEM_MISC: Package = Package {
+    name: "qemu-system-misc",
+    provides: &["/usr/bin/qemu-system-riscv64"],
+};
 /// busybox, the init virtme-ng puts in a guest's initramfs.
 pub const BUSYBOX: Package = Package {
     name: "busybox-static",
@@ -193,7 +199,7 @@ pub const GXX: Package = Package {
 };
 
 /// Every package a need may name, for `.ci/run` and for the unit test.
-pub const PACKAGES: [Package; 30] = [
+pub const PACKAGES: [Package; 31] = [
     BPFTRACE,
     SDT,
     GDB,
@@ -217,6 +223,7 @@ pub const PACKAGES: [Package; 30] = [
     SETPRIV,
     QEMU_SYSTEM,
     QEMU_SYSTEM_ARM,
+    QEMU_SYSTEM_MISC,
     BUSYBOX,
     KMOD,
     PYTHON_VENV,
