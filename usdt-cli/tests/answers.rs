@@ -13,12 +13,10 @@ use usdt_test_support::{ready, ROOT, SDT};
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use usdt_test_support::process::output_within;
 
 fn usdt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_usdt"))
-        .args(args)
-        .output()
-        .unwrap()
+    output_within(Command::new(env!("CARGO_BIN_EXE_usdt")).args(args), 600)
 }
 
 /// The last JSON line of the output (the command prints its own lines

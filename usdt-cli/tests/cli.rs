@@ -8,6 +8,7 @@ use std::process::{Command, Output, Stdio};
 use usdt_test_support::c::{build_cross, cdemo, cdemolib, nop10, CROSS_CCS};
 use usdt_test_support::cli::{example, parse_counts, Serve};
 use usdt_test_support::notes::DEFAULT_LAYOUT;
+use usdt_test_support::process::output_within;
 use usdt_test_support::readelf::readelf_notes;
 use usdt_test_support::{ready, wait_for, ROOT, SDT, SETPRIV};
 use usdt_trace::{
@@ -15,10 +16,7 @@ use usdt_trace::{
 };
 
 fn usdt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_usdt"))
-        .args(args)
-        .output()
-        .unwrap()
+    output_within(Command::new(env!("CARGO_BIN_EXE_usdt")).args(args), 600)
 }
 
 fn stdout(out: &Output) -> String {

@@ -5,13 +5,11 @@
 use std::process::Command;
 
 use serde_json::Value;
+use usdt_test_support::process::output_within;
 use usdt_trace::{auto_delta, caps, SiteLayout, Speed};
 
 fn usdt(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_usdt"))
-        .args(args)
-        .output()
-        .unwrap()
+    output_within(Command::new(env!("CARGO_BIN_EXE_usdt")).args(args), 600)
 }
 
 fn root() -> bool {

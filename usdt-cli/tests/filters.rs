@@ -16,14 +16,12 @@ use std::process::{Command, Output};
 use serde_json::Value;
 use usdt_test_support::cli::outside;
 use usdt_test_support::cli::stdout;
+use usdt_test_support::process::output_within;
 use usdt_test_support::{ready, ROOT};
 use usdt_trace::{EngineKind, Filter, Picked, Recorder};
 
 fn usdt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_usdt"))
-        .args(args)
-        .output()
-        .unwrap()
+    output_within(Command::new(env!("CARGO_BIN_EXE_usdt")).args(args), 600)
 }
 
 /// One request as the program printed it.

@@ -11,6 +11,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use usdt_test_support::cli::{example, parse_counts};
+use usdt_test_support::process::output_within;
 use usdt_test_support::{ready, ROOT};
 use usdt_trace::{ExitStatus, Recorder};
 
@@ -75,7 +76,7 @@ fn launchers(args: &str) -> Vec<(&'static str, Vec<String>)> {
 }
 
 fn usdt(args: &[String]) -> Output {
-    Command::new(USDT).args(args).output().unwrap()
+    output_within(Command::new(USDT).args(args), 600)
 }
 
 fn args(head: &[&str], command: &[String]) -> Vec<String> {

@@ -7,6 +7,7 @@
 use std::process::{Command, Output};
 
 use usdt_test_support::cli::example;
+use usdt_test_support::process::output_within;
 use usdt_test_support::{ready, BPFTRACE, ROOT, TRACEFS};
 use usdt_trace::{read_file_probes, read_file_signatures, Kind, Signatures};
 
@@ -45,10 +46,7 @@ fn trace_lines(reference: &str) -> Vec<String> {
 }
 
 fn usdt(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_usdt"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = output_within(Command::new(env!("CARGO_BIN_EXE_usdt")).args(args), 600);
     assert!(out.status.success(), "usdt {args:?}: {out:?}");
     out
 }

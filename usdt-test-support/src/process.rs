@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
-use std::process::{Child, Command, ExitStatus, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -69,6 +69,19 @@ pub fn wait_deadline(child: &mut Child, secs: u64) -> ExitStatus {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `cmd` run as [`Command::output`] runs it (stdin empty, stdout and stderr
+/// collected), for at most `secs`: past that it is killed and the test
+/// fails, saying where it waited.
+pub fn output_within(cmd: &mut Command, secs: u64) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    collect(child, secs, false)
 }
 
 /// Waits for `child`, whose stdout and stderr are pipes, until `secs` have
@@ -251,7 +264,6 @@ pub fn has_trampoline(pid: u32) -> bool {
 mod tests {
     use super::*;
     use std::path::Path;
-    use std::process::Stdio;
 
     fn sh(script: &str) -> Child {
         Command::new("sh")
