@@ -411,18 +411,19 @@ fn bpftrace(exe: &Path, sites: &[Site], script: &str) -> Result<(Child, Lines), 
         "bpftrace",
     );
     if let Err(e) = out.until(child::LINE, |l| l.starts_with("Attaching")) {
-        child::stop(&mut child, libc::SIGINT);
+        child::stop(&mut child, libc::SIGINT, child::detach_time(sites.len()));
         return Err(e);
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let raised =
-            semaphores(exe, sites).inspect_err(|_| child::stop(&mut child, libc::SIGINT))?;
+        let raised = semaphores(exe, sites).inspect_err(|_| {
+            child::stop(&mut child, libc::SIGINT, child::detach_time(sites.len()))
+        })?;
         if !raised.is_empty() && raised.iter().all(|v| *v > 0) {
             break;
         }
         if Instant::now() > deadline {
-            child::stop(&mut child, libc::SIGINT);
+            child::stop(&mut child, libc::SIGINT, child::detach_time(sites.len()));
             return Err("bpftrace did not attach within 30 s".into());
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -465,7 +466,8 @@ fn check_and_detach(a: Attached, pairs: u64) -> Result<(), String> {
             n / per_request
         }
         Attached::Bpftrace(mut child, output) => {
-            child::stop(&mut child, libc::SIGINT);
+            // Its probes: start and done, of one provider.
+            child::stop(&mut child, libc::SIGINT, child::detach_time(2));
             let text = output.rest(Duration::from_secs(10));
             // `@d: N` of a count, else the sum of its histograms' rows:
             // `[1K, 2K)   N |@@@|`.
@@ -697,7 +699,7 @@ fn serve_cpu(exe: &Path, seconds: u64) -> Result<(f64, f64), String> {
         let per_scrape = (cpu_ns(pid)? - c1) as f64 / 10.0 / 1e6;
         Ok((idle, per_scrape))
     })();
-    child::stop(&mut child, libc::SIGTERM);
+    child::stop(&mut child, libc::SIGTERM, child::detach_time(3));
     result
 }
 /// The section as a table.

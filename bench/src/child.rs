@@ -95,10 +95,17 @@ impl Lines {
     }
 }
 
-/// Ends `child`: `signal`, repeated (one sent while a child starts up may
-/// be missed) for 10 s, then SIGKILL; reaps it.
-pub fn stop(child: &mut Child, signal: i32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// How long a tracer may take to end once signalled: bpftrace detaches
+/// every probe before it prints its maps, and each perf uprobe takes the
+/// kernel an RCU grace period to remove (about 0.1 s here).
+pub fn detach_time(probes: usize) -> Duration {
+    Duration::from_secs(10) + Duration::from_millis(250) * probes as u32
+}
+
+/// Ends `child`: `signal`, sent again each second (one sent while a child
+/// starts up may be missed), for at most `within`; then SIGKILL. Reaps it.
+pub fn stop(child: &mut Child, signal: i32, within: Duration) {
+    let deadline = Instant::now() + within;
     while Instant::now() < deadline {
         // SAFETY: kill with our own child's pid and a signal has no memory
         // effects.
@@ -136,7 +143,7 @@ mod tests {
         let t = Instant::now();
         let e = lines.next(Duration::from_millis(200)).unwrap_err();
         assert!(e.contains("printed nothing"), "{e}");
-        stop(&mut child, libc::SIGTERM);
+        stop(&mut child, libc::SIGTERM, Duration::from_secs(10));
         assert!(t.elapsed() < Duration::from_secs(10));
         assert!(lines
             .next(Duration::from_secs(5))
@@ -155,8 +162,8 @@ mod tests {
         let ready = lines.until(LINE, |l| l.starts_with("ready")).unwrap();
         assert_eq!(ready, "ready\n");
         let t = Instant::now();
-        stop(&mut child, libc::SIGINT);
+        stop(&mut child, libc::SIGINT, Duration::from_secs(2));
         assert!(child.try_wait().unwrap().is_some());
-        assert!(t.elapsed() >= Duration::from_secs(9), "{:?}", t.elapsed());
+        assert!(t.elapsed() >= Duration::from_secs(2), "{:?}", t.elapsed());
     }
 }

@@ -334,10 +334,12 @@ fn perf_per_site(exe: &Path, n: usize) -> Result<ManyRow, String> {
 struct Bpftrace {
     child: Child,
     out: Lines,
+    /// How many sites it attached to.
+    sites: usize,
 }
 
 impl Bpftrace {
-    fn start(exe: &Path, pid: u32, probes: &str) -> Result<Bpftrace, String> {
+    fn start(exe: &Path, pid: u32, probes: &str, sites: usize) -> Result<Bpftrace, String> {
         let script = format!(
             "BEGIN {{ printf(\"attached\\n\"); }} usdt:{}:{probes} {{ @hits = count(); }}",
             exe.display()
@@ -350,14 +352,18 @@ impl Bpftrace {
             .spawn()
             .map_err(|e| format!("bpftrace: {e}"))?;
         let out = Lines::of(child.stdout.take().expect("piped"), "bpftrace");
-        let b = Bpftrace { child, out };
+        let b = Bpftrace { child, out, sites };
         b.out.until(child::LINE, |l| l.trim() == "attached")?;
         Ok(b)
     }
 
     /// Ends it with SIGINT (it prints its map and detaches); the hits.
     fn stop(mut self) -> Result<u64, String> {
-        child::stop(&mut self.child, libc::SIGINT);
+        child::stop(
+            &mut self.child,
+            libc::SIGINT,
+            child::detach_time(self.sites),
+        );
         let text = self.out.rest(Duration::from_secs(10));
         text.lines()
             .find_map(|l| l.strip_prefix("@hits: "))
@@ -374,12 +380,12 @@ impl Drop for Bpftrace {
 
 fn bpftrace(exe: &Path, n: usize) -> Result<ManyRow, String> {
     let mut p = Instance::start(exe)?;
-    let one = Bpftrace::start(exe, p.pid, "many:hot")?;
+    let one = Bpftrace::start(exe, p.pid, "many:hot", 1)?;
     let rate_one = p.hot_rate()?;
     one.stop()?;
 
     let start = Instant::now();
-    let all = Bpftrace::start(exe, p.pid, "*:*")?;
+    let all = Bpftrace::start(exe, p.pid, "*:*", n)?;
     let attach = start.elapsed();
     let fds = open_fds(all.child.id());
     let rate_all = p.hot_rate()?;

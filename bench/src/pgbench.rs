@@ -148,7 +148,7 @@ fn row(cluster: &Cluster, usdt: &Path, tracer: Tracer, options: &[&str]) -> Resu
     };
     let result = cluster.pgbench(options).and_then(|o| tps(&o.stdout));
     if let Some(mut child) = child {
-        child::stop(&mut child, libc::SIGINT);
+        child::stop(&mut child, libc::SIGINT, child::detach_time(2));
     }
     result
 }
@@ -175,7 +175,7 @@ fn attached(cmd: &mut Command, ready: &str, on_stdout: bool) -> Result<Child, St
     // The rest of its output is read (and dropped) by the reader's thread.
     let lines = Lines::of(stream, &format!("{cmd:?}"));
     if let Err(e) = lines.until(child::LINE, |l| l.contains(ready)) {
-        child::stop(&mut child, libc::SIGINT);
+        child::stop(&mut child, libc::SIGINT, child::detach_time(2));
         return Err(e);
     }
     // bpftrace says "Attaching" before its uprobes are in place.
