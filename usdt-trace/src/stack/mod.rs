@@ -181,8 +181,7 @@ impl Stacks {
         let process = match processes.entry(pid) {
             std::collections::hash_map::Entry::Occupied(p) => p.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
-                // The kernel gives the hit the host's registers.
-                let Some(unwinder) = Machine::host().and_then(Unwinder::of) else {
+                let Some(unwinder) = Unwinder::host() else {
                     return false;
                 };
                 v.insert(Process::new(pid, unwinder))
@@ -197,11 +196,11 @@ impl Stacks {
     /// The stack of a hit in process `pid`, from its registers and the
     /// copy of its stack; `None` without the registers.
     pub(crate) fn stack(&mut self, pid: u32, regs: &Regs, copy: &[u8]) -> Option<Stack> {
-        let start = Start::of(Machine::host()?, regs)?;
         if !self.processes.contains_key(&pid) {
             self.look(pid);
         }
         let process = self.processes.get_mut(&pid)?;
+        let start = Start::of(process.machine(), regs)?;
         let (mut found, mut complete) = process.unwind(start, copy);
         if !process.all_known(&found) && !self.fresh.contains(&pid) {
             // A file mapped since the last look.

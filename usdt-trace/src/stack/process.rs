@@ -10,6 +10,7 @@ use framehop::{FrameAddress, Module};
 
 use super::object::ObjectFile;
 use super::unwinder::{Start, Unwinder};
+use crate::arch::Machine;
 use crate::process::{object_path, read_maps, segments_bias, Mapping};
 
 /// A file as the stacks module keeps it: its path as mapped, and its
@@ -73,6 +74,11 @@ impl Process {
         }
     }
 
+    /// The machine whose stacks its unwinder unwinds.
+    pub(crate) fn machine(&self) -> Machine {
+        self.unwinder.machine()
+    }
+
     /// Reads `/proc/PID/maps` again and follows what changed: files mapped
     /// since (read into `files` the first time any process maps them) and
     /// files unmapped. False when the process is gone.
@@ -103,7 +109,7 @@ impl Process {
             let key = (m.inode, m.path.clone());
             let known = files.entry(key.clone()).or_insert_with(|| Known {
                 name: Arc::from(m.shown().as_str()),
-                object: ObjectFile::read(&object_path(self.pid, m), self.unwinder.machine()),
+                object: ObjectFile::read(&object_path(self.pid, m), self.machine()),
             });
             let Some(object) = &known.object else {
                 continue;

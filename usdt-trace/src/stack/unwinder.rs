@@ -71,6 +71,12 @@ impl Unwinder {
         }
     }
 
+    /// An unwinder of the stacks of the machine this program runs on (the
+    /// kernel gives a uprobe its registers), if framehop has one.
+    pub(crate) fn host() -> Option<Unwinder> {
+        Machine::host().and_then(Unwinder::of)
+    }
+
     /// The machine it unwinds.
     pub(crate) fn machine(&self) -> Machine {
         match self {
