@@ -2,7 +2,8 @@
 //! name Debian gives them, the Rust target their programs are built for
 //! and the cross toolchain that links them, the Debian release their
 //! userland comes from, the qemu that runs them, the site layouts their
-//! builds emit, and where a guest's result comes back. Everything else in
+//! builds emit, whether `usdt` unwinds its stacks, and where a guest's
+//! result comes back. Everything else in
 //! the harness is the same for each.
 
 use usdt_provision::{
@@ -78,6 +79,16 @@ impl Arch {
             Arch::X86_64 => "amd64",
             Arch::Aarch64 => "arm64",
             Arch::Riscv64 => "riscv64",
+        }
+    }
+
+    /// Whether `usdt trace --stack` and `count --by stack` unwind its
+    /// stacks (framehop's unwinders: x86-64 and aarch64); on riscv64 they
+    /// refuse ([`crate::stacks::refusal`]).
+    pub fn unwinds_stacks(self) -> bool {
+        match self {
+            Arch::X86_64 | Arch::Aarch64 => true,
+            Arch::Riscv64 => false,
         }
     }
 

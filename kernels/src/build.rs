@@ -4,8 +4,8 @@
 //! through the machine's root, shared read-only.
 //!
 //! For a guest of another architecture ([`build_cross`]: arm64, riscv64),
-//! the same programs, the examples `types` and `latency` (whose values the
-//! guest checks) and this harness itself are cross-built, statically linked
+//! the same programs, the examples `types`, `latency` and `stacks` (whose
+//! values and stacks the guest checks) and this harness itself are cross-built, statically linked
 //! (`-C target-feature=+crt-static`: the guest has no C library of its
 //! own), into `target/kernels-ARCH` (`kernels-aarch64`, `kernels-riscv64`),
 //! and the bench's C row is compiled for it with the cross compiler and
@@ -85,10 +85,10 @@ pub struct Binaries {
     /// This harness, whose `guest` command runs the checks.
     pub harness: PathBuf,
     pub layouts: Vec<LayoutBins>,
-    /// Whether the examples `types` and `latency` are built beside the
-    /// default layout's: the guest then checks every argument type's
-    /// value, the semaphore after detaching, latency, hist and `count
-    /// --by` (guest.rs, `values`).
+    /// Whether the examples `types`, `latency` and `stacks` are built
+    /// beside the default layout's: the guest then checks every argument
+    /// type's value, the semaphore after detaching, latency, hist, `count
+    /// --by` and stacks (guest.rs, `values`, `stacks`).
     pub values: bool,
     /// The program written outside the project ([`OUTSIDE`]), for the
     /// values checks; the guest finds it beside the examples.
@@ -210,7 +210,7 @@ pub fn build_cross(arch: Arch) -> Result<Binaries, String> {
         "build", "--release", "--target", triple,
         "-p", "usdt-cli", "--bin", "usdt", "--example", "latency",
         "-p", "usdt-probes", "--example", "demo", "--example", "fork",
-        "--example", "redzone", "--example", "types",
+        "--example", "redzone", "--example", "types", "--example", "stacks",
         "-p", "usdt-bench", "--bin", "bench",
         "-p", "usdt-kernels", "--bin", "usdt-kernels",
     ];

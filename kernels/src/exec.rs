@@ -21,8 +21,9 @@ pub struct Plan {
     pub bench_iterations: u64,
     /// The longest any one program may run.
     pub timeout: Duration,
-    /// Whether the examples `types` and `latency` are beside the default
-    /// layout's, whose values the guest then checks (g.).
+    /// Whether the examples `types`, `latency` and `stacks` are beside
+    /// the default layout's, whose values and stacks the guest then
+    /// checks (g.).
     pub values: bool,
     /// The consumers run beside `usdt` (`bpftrace`, `gdb`): those in the
     /// guest.

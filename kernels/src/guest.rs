@@ -18,7 +18,9 @@
 //!   example traced while it runs, and its semaphore back at 0 once the
 //!   tracer has left; `usdt latency`, `usdt hist` and `usdt count --by` on
 //!   the `latency` example (known waits and values), or their refusal
-//!   where the kernel has no BPF uprobe_multi links;
+//!   where the kernel has no BPF uprobe_multi links; `usdt trace --stack`
+//!   and `count --by stack` on the `stacks` example (its known call
+//!   paths, or the refusal where stacks are not unwound: crate::stacks);
 //! - h. whether `usdt features` tells the truth about the kernel.
 //!
 //! The checks are the same on every architecture: the guest runs them on
@@ -121,6 +123,19 @@ pub fn check(plan: &Plan) -> Value {
         }
         _ => None,
     };
+    let stacks = match (plan.values, plan.layouts.first()) {
+        (true, Some(bins)) => {
+            let multi = features.as_ref().is_some_and(|f| f.uprobe_multi);
+            let engines = crate::stacks::engines(engines, multi);
+            Some(crate::stacks::check(
+                plan,
+                &bins.examples,
+                &engines,
+                &mut log,
+            ))
+        }
+        _ => None,
+    };
     let words = run(&plan.usdt, &["features"], "", plan.timeout);
     logged(&mut log, "usdt features".into(), &words);
     let truth = features_truth(&features, &words.stdout, &errno, &release, &counts);
@@ -157,6 +172,8 @@ pub fn check(plan: &Plan) -> Value {
         "counts_exact": counts_exact,
         "values": values.as_ref().map(|v| &v.checks),
         "values_exact": values.as_ref().map(|v| v.exact()),
+        "stacks": stacks,
+        "stacks_exact": stacks.as_ref().map(|s| !s.is_empty() && s.iter().all(|c| c["exact"] == true)),
         "features": truth,
         "features_true": truth.as_object().is_some_and(|o| o.values().all(|v| v == true)),
         "fork_survives_default": fork_survives_default,

@@ -425,9 +425,10 @@ poweroff -f
 /// bench its target directory), the commands in `/usdt/bin`.
 const GUEST_DIR: &str = "/usdt";
 
-/// The examples the checks run, and those of the values checks.
+/// The examples the checks run, and those of the values and stacks
+/// checks.
 const EXAMPLES: &[&str] = &["demo", "fork", "redzone"];
-const VALUE_EXAMPLES: &[&str] = &["types", "latency"];
+const VALUE_EXAMPLES: &[&str] = &["types", "latency", "stacks"];
 
 /// `bins`, built on the machine for another architecture, at their places
 /// in its guest (under `/usdt`), and each (guest path, machine path) to copy.

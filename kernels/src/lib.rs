@@ -27,6 +27,7 @@ pub mod fetch;
 pub mod guest;
 pub mod initramfs;
 pub mod report;
+pub mod stacks;
 pub mod userland;
 pub mod values;
 

@@ -59,6 +59,21 @@ pub fn broken(row: &Value) -> Vec<String> {
             failed_values(row)
         ));
     }
+    // The stacks are checked where the values are (the guests of the
+    // other architectures): unwound on aarch64, refused on riscv64.
+    if !row["values_exact"].is_null() && row["stacks_exact"] != true {
+        broken.push(match arch.unwinds_stacks() {
+            true => format!(
+                "usdt trace --stack or count --by stack did not unwind the stacks example's call paths (stacks_exact false: {})",
+                failed_stacks(row)
+            ),
+            false => format!(
+                "--stack was not refused with \"{}\" (stacks_exact false: {})",
+                crate::stacks::refusal(arch),
+                failed_stacks(row)
+            ),
+        });
+    }
     if row["features_true"] != true {
         let wrong: Vec<&str> = row["features"]
             .as_object()
@@ -104,6 +119,28 @@ fn failed_values(row: &Value) -> String {
         })
         .collect();
     failed.join("; ")
+}
+
+/// The stacks checks that failed: `usdt trace --stack (perf): why`.
+fn failed_stacks(row: &Value) -> String {
+    let failed: Vec<String> = row["stacks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["exact"] != true)
+        .map(|c| {
+            format!(
+                "{} ({}): {}",
+                c["tool"].as_str().unwrap_or("?"),
+                c["engine"].as_str().unwrap_or("?"),
+                c["why"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    match failed.is_empty() {
+        true => "no check ran".into(),
+        false => failed.join("; "),
+    }
 }
 
 /// `: ROW: ERROR; ...` for the bench rows (of any layout) that failed, or
@@ -197,6 +234,7 @@ pub fn text(rows: &[Value]) -> String {
         [
             "counts",
             "values",
+            "stacks",
             "features",
             "fork ok",
             "default M/s",
@@ -221,6 +259,7 @@ pub fn text(rows: &[Value]) -> String {
         line.extend([
             cell(&r["counts_exact"]),
             cell(&r["values_exact"]),
+            cell(&r["stacks_exact"]),
             cell(&r["features_true"]),
             cell(&r["fork_survives_default"]),
             cell(&r["rows"]["default"]),
@@ -339,6 +378,33 @@ mod tests {
         let table = text(&[r]);
         assert_eq!(table.matches("auto nop ").count(), 1, "{table}");
         assert!(table.contains("7.2.13+deb14-riscv64  riscv64"));
+        // Where the values are checked (the other architectures' guests),
+        // the stacks are: unwound on aarch64, refused on riscv64.
+        let mut r = good();
+        r["kernel"] = json!("7.3.4+deb13-arm64");
+        r["arch"] = json!("aarch64");
+        r["uprobe_syscall"] = json!("ENOSYS");
+        r["values_exact"] = json!(true);
+        assert_eq!(
+            broken(&r),
+            ["usdt trace --stack or count --by stack did not unwind the stacks example's call paths (stacks_exact false: no check ran)"]
+        );
+        r["stacks"] = json!([
+            {"tool": "usdt trace --stack", "engine": "bpf", "exact": false, "why": "3 hits, not 9"},
+            {"tool": "usdt count --by stack", "engine": "bpf", "exact": true, "why": null},
+        ]);
+        r["stacks_exact"] = json!(false);
+        assert!(broken(&r)[0]
+            .ends_with("(stacks_exact false: usdt trace --stack (bpf): 3 hits, not 9)"));
+        r["stacks_exact"] = json!(true);
+        assert!(broken(&r).is_empty());
+        assert!(text(&[r.clone()]).contains("values  stacks  features"));
+        r["kernel"] = json!("7.2.13+deb14-riscv64");
+        r["arch"] = json!("riscv64");
+        r["stacks_exact"] = json!(false);
+        assert!(broken(&r)[0].starts_with(
+            "--stack was not refused with \"usdt: stacks are unwound on x86-64 and aarch64 only, not on this riscv64 machine\""
+        ));
         let mut r = good();
         r["ratio_default_vs_c"] = json!(0.85);
         assert!(broken(&r)[0].contains("0.85x"));

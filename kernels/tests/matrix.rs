@@ -4,7 +4,10 @@
 //! no BPF uprobe_multi) and the new (7.3: nop10 optimized, fork fixed)
 //! report what their generation does; on arm64 and riscv64 every value,
 //! latency and hist check ran (on the examples and on a program written
-//! outside the project), and bpftrace and gdb read the same values. This is the matrix `.ci/run`
+//! outside the project), and bpftrace and gdb read the same values; on
+//! arm64 `usdt trace --stack` and `count --by stack` unwind the known call
+//! paths of the stacks example with each engine, and riscv64 refuses them
+//! in one sentence. This is the matrix `.ci/run`
 //! runs: the JSON goes to `target/kernels.json` and the table to
 //! `target/kernels.txt`. The kernels and the built programs are shared with
 //! `cargo run -p usdt-kernels` (the cache and `target/kernels`).
@@ -140,6 +143,28 @@ fn every_kernel_generation_keeps_the_contracts() {
                     .any(|c| c["tool"] == consumer && c["exact"] == true),
                 "{consumer}: {row}"
             );
+        }
+        // Stacks (a contract of `report::broken`): each engine the kernel
+        // has, and the default where BPF has no uprobe_multi links (it
+        // falls back to perf); aarch64 unwinds the example's three paths,
+        // riscv64 refuses.
+        let stacks = row["stacks"].as_array().unwrap();
+        let engines: Vec<&str> = stacks
+            .iter()
+            .filter(|c| c["tool"] == "usdt trace --stack")
+            .filter_map(|c| c["engine"].as_str())
+            .collect();
+        let want = if multi {
+            ["perf", "bpf"]
+        } else {
+            ["perf", "auto"]
+        };
+        assert_eq!(engines, want, "{row}");
+        assert_eq!(stacks.len(), 4, "{row}");
+        assert_eq!(row["stacks_exact"], true, "{row}");
+        for c in stacks {
+            let frames = c["frames"].as_array().map_or(0, Vec::len);
+            assert_eq!(frames, if arch == "aarch64" { 3 } else { 0 }, "{c}");
         }
         assert!(row["ratio_default_vs_c"].as_f64().is_some(), "{row}");
     }

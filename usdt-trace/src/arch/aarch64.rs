@@ -14,6 +14,9 @@ pub(super) const ARCH: Arch = Arch {
     registers: REGISTERS,
     sp: Reg64::Sp,
     ip: Reg64::Pc,
+    fp: Reg64::X(29),
+    lr: Some(Reg64::X(30)),
+    object: object::Architecture::Aarch64,
     pt_regs: PT_REGS,
     reg_prefix: "",
     parse_operand,
@@ -206,6 +209,21 @@ mod tests {
         assert_eq!(ARCH.register(ARCH.sp).unwrap().perf, Some(31));
         assert_eq!(ARCH.register(ARCH.ip).unwrap().perf, Some(32));
         assert_eq!(ARCH.by_perf(30), Some(Reg64::X(30)));
+    }
+
+    /// Unwinding starts from `pc`, `sp`, the frame pointer `x29` and the
+    /// link register `x30` (what framehop's aarch64 unwinder takes), each
+    /// with a perf number and a `struct pt_regs` slot to be read by.
+    #[test]
+    fn unwinding_starts_from_the_frame_and_link_registers() {
+        let unwind: Vec<Reg64> = ARCH.unwind_registers().collect();
+        assert_eq!(unwind, [Reg64::Pc, Reg64::Sp, Reg64::X(29), Reg64::X(30)]);
+        for reg in unwind {
+            let row = ARCH.register(reg).unwrap();
+            assert!(row.perf.is_some() && row.pt_regs.is_some(), "{reg:?}");
+        }
+        assert_eq!(ARCH.register(ARCH.fp).unwrap().tracefs, Some("x29"));
+        assert_eq!(ARCH.object, object::Architecture::Aarch64);
     }
 
     /// On an aarch64 host, the numbers are also perf-event-open-sys's,

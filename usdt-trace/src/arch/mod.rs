@@ -3,8 +3,9 @@
 //! Each architecture's module holds one [`Arch`]: a row per register
 //! ([`Register`]) with every name a note gives it, perf's register number,
 //! its slot in the `struct pt_regs` a BPF program is given and the name a
-//! tracefs fetch argument gives it; which registers are the stack pointer
-//! and the instruction pointer; and how its notes write operands
+//! tracefs fetch argument gives it; which registers are the stack pointer,
+//! the instruction pointer, the frame pointer and the link register (those
+//! a stack is unwound from); and how its notes write operands
 //! ([`Operand`], parsed by [`Arch::parse_operand`]). The engines, the
 //! decoder and the aggregations reach all of it through the [`Arch`] of a
 //! file's [`Machine`] ([`Machine::arch`]) and name no architecture: a new
@@ -139,6 +140,15 @@ pub(crate) struct Arch {
     /// The instruction pointer: at a hit, the uprobe's address in the
     /// process, which gives the load bias.
     pub(crate) ip: Reg64,
+    /// The frame pointer (`rbp`, `x29`, `s0`): with the instruction and
+    /// stack pointers, a register unwinding a stack starts from.
+    pub(crate) fp: Reg64,
+    /// The link register (`x30`, `ra`), where a call leaves its return
+    /// address, which unwinding a stack then also starts from; none on
+    /// x86-64, whose calls push it.
+    pub(crate) lr: Option<Reg64>,
+    /// The machine as the `object` crate names an ELF file's.
+    pub(crate) object: object::Architecture,
     /// The 8-byte slots of the `struct pt_regs` a BPF uprobe program is
     /// given (`bpf_user_pt_regs_t`) and copies whole; 0 where unknown.
     pub(crate) pt_regs: usize,
@@ -166,6 +176,13 @@ impl Arch {
     /// The `struct pt_regs` slot of `reg`.
     pub(crate) fn pt_slot(&self, reg: Reg64) -> Option<u8> {
         self.register(reg)?.pt_regs
+    }
+
+    /// The registers unwinding a stack starts from ([`Arch::ip`],
+    /// [`Arch::sp`], [`Arch::fp`] and [`Arch::lr`]): what a sample copies
+    /// for it beside the stack.
+    pub(crate) fn unwind_registers(&self) -> impl Iterator<Item = Reg64> {
+        [self.ip, self.sp, self.fp].into_iter().chain(self.lr)
     }
 
     /// tracefs's name of `reg` (without `%`).

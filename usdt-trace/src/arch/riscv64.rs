@@ -18,6 +18,9 @@ pub(super) const ARCH: Arch = Arch {
     registers: REGISTERS,
     sp: Reg64::Riscv(2),
     ip: Reg64::RiscvPc,
+    fp: Reg64::Riscv(8),
+    lr: Some(Reg64::Riscv(1)),
+    object: object::Architecture::Riscv64,
     pt_regs: PT_REGS,
     reg_prefix: "",
     parse_operand,
@@ -184,6 +187,10 @@ mod tests {
         }
         assert_eq!(ARCH.register(ARCH.sp).unwrap().tracefs, Some("sp"));
         assert_eq!(ARCH.register(ARCH.ip).unwrap().tracefs, Some("epc"));
+        // The frame pointer s0 and the return address ra (no unwinder
+        // takes them yet: riscv64's stacks are refused).
+        assert_eq!(ARCH.register(ARCH.fp).unwrap().tracefs, Some("s0"));
+        assert_eq!(ARCH.lr.and_then(|r| ARCH.tracefs(r)), Some("ra"));
     }
 
     /// On a riscv64 host, the numbers are also perf-event-open-sys's,

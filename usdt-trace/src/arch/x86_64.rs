@@ -14,6 +14,9 @@ pub(super) const ARCH: Arch = Arch {
     registers: REGISTERS,
     sp: Reg64::Rsp,
     ip: Reg64::Rip,
+    fp: Reg64::Rbp,
+    lr: None,
+    object: object::Architecture::X86_64,
     pt_regs: PT_REGS,
     reg_prefix: "%",
     parse_operand,
@@ -216,6 +219,10 @@ mod tests {
         }
         assert_eq!(ARCH.register(ARCH.sp).unwrap().perf, Some(7));
         assert_eq!(ARCH.by_perf(9), None); // flags: no note names it
+        // Unwinding starts from rip, rsp and rbp: a call pushes its return
+        // address, so no link register.
+        let unwind: Vec<Reg64> = ARCH.unwind_registers().collect();
+        assert_eq!(unwind, [Reg64::Rip, Reg64::Rsp, Reg64::Rbp]);
     }
 
     /// `struct pt_regs` in order (`arch/x86/include/asm/ptrace.h`), by the

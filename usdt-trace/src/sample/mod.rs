@@ -283,11 +283,14 @@ impl Sampler {
 
     /// Gives each hit its user stack ([`Hit::stack`]), unwound and
     /// symbolized in this process ([`Stack`](crate::Stack)): every sample then copies the
-    /// instruction, stack and frame pointers and [`Sampler::stack_bytes`]
-    /// of the stack, which the DWARF call frame information of each file
-    /// the process maps unwinds (no frame pointers needed): perf's
-    /// `PERF_SAMPLE_STACK_USER`, or the BPF program's copy with
-    /// `bpf_probe_read_user`. Set before the first attach.
+    /// instruction, stack and frame pointers (and aarch64's link register)
+    /// and [`Sampler::stack_bytes`] of the stack, which the DWARF call
+    /// frame information of each file the process maps unwinds (no frame
+    /// pointers needed): perf's `PERF_SAMPLE_STACK_USER`, or the BPF
+    /// program's copy with `bpf_probe_read_user`. On x86-64 and aarch64
+    /// only: elsewhere (riscv64) the attach is refused in one sentence
+    /// ([`Error::Unsupported`](crate::Error::Unsupported)). Set before the
+    /// first attach.
     pub fn stacks(mut self, on: bool) -> Sampler {
         self.stacks = on.then(Stacks::default);
         self

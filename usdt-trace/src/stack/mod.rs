@@ -6,9 +6,10 @@
 //!
 //! - Unwinding: [framehop](https://docs.rs/framehop), given each mapped
 //!   file's `.eh_frame`/`.eh_frame_hdr`/`.debug_frame`, its address range
-//!   and load bias (`/proc/PID/maps`), the instruction, stack and frame
-//!   pointers at the hit, and the stack copy. Where a file has no unwind
-//!   information framehop falls back on the frame pointer.
+//!   and load bias (`/proc/PID/maps`), the registers at the hit that the
+//!   machine's table names for it (instruction, stack and frame pointers,
+//!   and aarch64's link register), and the stack copy. Where a file has no
+//!   unwind information framehop falls back on the frame pointer.
 //! - Symbols: [addr2line](https://docs.rs/addr2line) on the file's DWARF
 //!   (or its separate debug file, `/usr/lib/debug/.build-id/..`), which
 //!   also gives the calls inlined at an address and `file:line`; else the
@@ -19,33 +20,44 @@
 //!   pid: a library mapped and unmapped between two looks, in a process
 //!   that exited before the next, leaves its frames as bare addresses.
 //!
-//! Unwound on x86-64 only (framehop's x86-64 unwinder, given its
-//! registers): elsewhere asking for stacks is an error that says so
-//! ([`supported`]). The stack copy bounds the depth: a stack deeper than it
-//! ends early ([`Stack::complete`] is false).
+//! Unwound on x86-64 and aarch64, framehop's two unwinders, the one of the
+//! machine this program runs on (chosen in `unwinder.rs`): elsewhere
+//! (riscv64) asking for stacks is an error that says so ([`supported`]).
+//! The stack copy bounds the depth: a stack deeper than it ends early
+//! ([`Stack::complete`] is false).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::arch::Reg64;
+use crate::arch::Machine;
 use crate::raw::Regs;
 
 mod object;
 mod process;
+mod unwinder;
 
 use process::{Files, Process};
+use unwinder::{Start, Unwinder};
 
-/// Whether this machine's stacks can be unwound: x86-64's; on another an
-/// error that says so.
+/// Whether this machine's stacks can be unwound: x86-64's and aarch64's;
+/// on another an error that says so.
 pub(crate) fn supported() -> Result<(), crate::Error> {
-    match crate::Machine::host() {
-        Some(crate::Machine::X86_64) => Ok(()),
-        host => Err(crate::Error::Unsupported(format!(
-            "stacks are unwound on x86-64 only, not on this {} machine",
-            host.map_or(std::env::consts::ARCH, |m| m.name())
-        ))),
+    supported_on(Machine::host())
+}
+
+/// Whether the stacks of `host` (`None`: a machine with no table) can be
+/// unwound.
+fn supported_on(host: Option<Machine>) -> Result<(), crate::Error> {
+    if host.and_then(Unwinder::of).is_some() {
+        return Ok(());
     }
+    let names: Vec<&str> = unwinder::MACHINES.iter().map(|m| m.name()).collect();
+    Err(crate::Error::Unsupported(format!(
+        "stacks are unwound on {} only, not on this {} machine",
+        names.join(" and "),
+        host.map_or(std::env::consts::ARCH, |m| m.name())
+    )))
 }
 
 /// The most frames one stack keeps.
@@ -166,10 +178,16 @@ impl Stacks {
         let Stacks {
             files, processes, ..
         } = self;
-        let alive = processes
-            .entry(pid)
-            .or_insert_with(|| Process::new(pid))
-            .refresh(files);
+        let process = match processes.entry(pid) {
+            std::collections::hash_map::Entry::Occupied(p) => p.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let Some(unwinder) = Unwinder::host() else {
+                    return false;
+                };
+                v.insert(Process::new(pid, unwinder))
+            }
+        };
+        let alive = process.refresh(files);
 
         self.fresh.insert(pid);
         alive
@@ -178,19 +196,17 @@ impl Stacks {
     /// The stack of a hit in process `pid`, from its registers and the
     /// copy of its stack; `None` without the registers.
     pub(crate) fn stack(&mut self, pid: u32, regs: &Regs, copy: &[u8]) -> Option<Stack> {
-        let ip = regs.get(Reg64::Rip)?;
-        let sp = regs.get(Reg64::Rsp)?;
-        let bp = regs.get(Reg64::Rbp)?;
         if !self.processes.contains_key(&pid) {
             self.look(pid);
         }
         let process = self.processes.get_mut(&pid)?;
-        let (mut found, mut complete) = process.unwind(ip, sp, bp, copy);
+        let start = Start::of(process.machine(), regs)?;
+        let (mut found, mut complete) = process.unwind(start, copy);
         if !process.all_known(&found) && !self.fresh.contains(&pid) {
             // A file mapped since the last look.
             self.look(pid);
             let process = self.processes.get_mut(&pid)?;
-            (found, complete) = process.unwind(ip, sp, bp, copy);
+            (found, complete) = process.unwind(start, copy);
         }
         let process = self.processes.get(&pid)?;
         let mut frames = vec![];
@@ -242,6 +258,7 @@ impl Frame {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::Reg64;
 
     fn frame(function: Option<&str>, object: Option<&str>) -> Frame {
         Frame {
@@ -315,6 +332,21 @@ mod tests {
             stacks.stack(std::process::id(), &Regs::default(), &copy),
             None
         );
+    }
+
+    /// x86-64's and aarch64's stacks are unwound; riscv64's are refused
+    /// in one sentence.
+    #[test]
+    fn stacks_are_refused_where_framehop_has_no_unwinder() {
+        assert!(supported_on(Some(Machine::X86_64)).is_ok());
+        assert!(supported_on(Some(Machine::Aarch64)).is_ok());
+        let refused = |host| supported_on(host).unwrap_err().to_string();
+        assert_eq!(
+            refused(Some(Machine::Riscv64)),
+            "stacks are unwound on x86-64 and aarch64 only, not on this riscv64 machine"
+        );
+        assert!(refused(None).starts_with("stacks are unwound on x86-64 and aarch64 only, "));
+        assert_eq!(supported().is_ok(), Machine::host() != Some(Machine::Riscv64));
     }
 
     #[test]

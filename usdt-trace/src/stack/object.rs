@@ -11,6 +11,7 @@ use std::sync::Arc;
 use framehop::ExplicitModuleSectionInfo;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
+use crate::arch::Machine;
 use crate::elf::sites::Segment;
 
 /// The biggest file read for its unwind tables and symbols (a bigger one
@@ -63,22 +64,22 @@ impl std::fmt::Debug for ObjectFile {
 
 impl ObjectFile {
     /// Reads the ELF file at `path`: `None` for a file that is not an
-    /// x86-64 ELF file (a font, a locale archive), cannot be read, or is
-    /// bigger than [`MAX_FILE`].
-    pub(crate) fn read(path: &Path) -> Option<ObjectFile> {
+    /// ELF file of `machine` (a font, a locale archive), cannot be read,
+    /// or is bigger than [`MAX_FILE`].
+    pub(crate) fn read(path: &Path, machine: Machine) -> Option<ObjectFile> {
         let meta = std::fs::metadata(path).ok()?;
         if !meta.is_file() || meta.len() > MAX_FILE {
             return None;
         }
         let data = std::fs::read(path).ok()?;
-        ObjectFile::parse(&data)
+        ObjectFile::parse(&data, machine)
     }
 
-    /// An x86-64 ELF file held in memory.
-    pub(crate) fn parse(data: &[u8]) -> Option<ObjectFile> {
+    /// An ELF file of `machine` held in memory.
+    pub(crate) fn parse(data: &[u8], machine: Machine) -> Option<ObjectFile> {
         let file = object::File::parse(data).ok()?;
         if file.format() != object::BinaryFormat::Elf
-            || file.architecture() != object::Architecture::X86_64
+            || file.architecture() != machine.arch().object
         {
             return None;
         }
@@ -252,7 +253,7 @@ mod tests {
     #[test]
     fn this_test_binary_symbolizes_its_own_functions() {
         let exe = std::env::current_exe().unwrap();
-        let mut o = ObjectFile::read(&exe).unwrap();
+        let mut o = ObjectFile::read(&exe, Machine::host().unwrap()).unwrap();
         assert!(o.unwind.eh_frame.is_some(), "no .eh_frame in {exe:?}");
         assert!(o.unwind.text_svma.is_some());
         let here = this_test_binary_symbolizes_its_own_functions as fn() as usize as u64;
@@ -271,7 +272,13 @@ mod tests {
         );
         assert!(outer.line.is_some());
         // Not ELF, or nothing: none.
-        assert!(ObjectFile::parse(b"not elf").is_none());
+        assert!(ObjectFile::parse(b"not elf", Machine::X86_64).is_none());
+        // Another machine's file: none.
+        let data = std::fs::read(&exe).unwrap();
+        for machine in [Machine::X86_64, Machine::Aarch64, Machine::Riscv64] {
+            let read = ObjectFile::parse(&data, machine).is_some();
+            assert_eq!(read, Some(machine) == Machine::host(), "{machine}");
+        }
     }
 
     #[test]

@@ -1,15 +1,16 @@
 //! One traced process as the unwinder sees it: the ELF files it maps (from
 //! `/proc/PID/maps`), each with its address range and load bias, handed to
-//! a framehop unwinder of its own.
+//! an unwinder of its own (of the machine's: [`Unwinder`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
-use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
-use framehop::{FrameAddress, Module, Unwinder};
+use framehop::{FrameAddress, Module};
 
 use super::object::ObjectFile;
+use super::unwinder::{Start, Unwinder};
+use crate::arch::Machine;
 use crate::process::{object_path, read_maps, segments_bias, Mapping};
 
 /// A file as the stacks module keeps it: its path as mapped, and its
@@ -37,8 +38,7 @@ pub(crate) struct Loaded {
 /// A process's mapped files and its unwinder.
 pub(crate) struct Process {
     pid: u32,
-    unwinder: UnwinderX86_64<Arc<[u8]>>,
-    cache: CacheX86_64,
+    unwinder: Unwinder,
     /// By start address.
     loaded: BTreeMap<u64, Loaded>,
     /// `/proc/PID/maps` as last read, to skip an unchanged one.
@@ -49,6 +49,7 @@ impl std::fmt::Debug for Process {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Process")
             .field("pid", &self.pid)
+            .field("machine", &self.unwinder.machine())
             .field("loaded", &self.loaded)
             .finish()
     }
@@ -63,14 +64,19 @@ pub(crate) struct Found {
 }
 
 impl Process {
-    pub(crate) fn new(pid: u32) -> Process {
+    /// Process `pid`, whose stacks `unwinder` unwinds.
+    pub(crate) fn new(pid: u32, unwinder: Unwinder) -> Process {
         Process {
             pid,
-            unwinder: UnwinderX86_64::new(),
-            cache: CacheX86_64::new(),
+            unwinder,
             loaded: BTreeMap::new(),
             maps: vec![],
         }
+    }
+
+    /// The machine whose stacks its unwinder unwinds.
+    pub(crate) fn machine(&self) -> Machine {
+        self.unwinder.machine()
     }
 
     /// Reads `/proc/PID/maps` again and follows what changed: files mapped
@@ -103,7 +109,7 @@ impl Process {
             let key = (m.inode, m.path.clone());
             let known = files.entry(key.clone()).or_insert_with(|| Known {
                 name: Arc::from(m.shown().as_str()),
-                object: ObjectFile::read(&object_path(self.pid, m)),
+                object: ObjectFile::read(&object_path(self.pid, m), self.machine()),
             });
             let Some(object) = &known.object else {
                 continue;
@@ -143,51 +149,37 @@ impl Process {
     }
 
     /// Unwinds from the registers at a hit and the copy of the stack from
-    /// `sp` up: the frames, innermost first, and whether the unwinder
-    /// reached the outermost one.
-    pub(crate) fn unwind(&mut self, ip: u64, sp: u64, bp: u64, stack: &[u8]) -> (Vec<Found>, bool) {
+    /// `start.sp` up: the frames, innermost first, and whether the
+    /// unwinder reached the outermost one.
+    pub(crate) fn unwind(&mut self, start: Start, stack: &[u8]) -> (Vec<Found>, bool) {
         let mut read = |addr: u64| -> Result<u64, ()> {
-            let at = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
+            let at = usize::try_from(addr.checked_sub(start.sp).ok_or(())?).map_err(|_| ())?;
             let bytes = stack.get(at..at.checked_add(8).ok_or(())?).ok_or(())?;
             Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
         };
-        let regs = UnwindRegsX86_64::new(ip, sp, bp);
         let Process {
-            unwinder,
-            cache,
-            loaded,
-            ..
+            unwinder, loaded, ..
         } = self;
         let known = |addr: u64| {
             let found = loaded.range(..=addr).next_back();
             found.is_some_and(|(_, l)| l.range.contains(&addr))
         };
-        let mut frames = unwinder.iter_frames(ip, regs, cache, &mut read);
         let mut found = vec![];
-        let complete = loop {
-            let frame = match frames.next() {
-                Ok(Some(f)) => Found {
-                    addr: f.address(),
-                    lookup: match f {
-                        FrameAddress::InstructionPointer(a) => a,
-                        FrameAddress::ReturnAddress(_) => f.address_for_lookup(),
-                    },
+        let complete = unwinder.unwind(start, &mut read, |f| {
+            let frame = Found {
+                addr: f.address(),
+                lookup: match f {
+                    FrameAddress::InstructionPointer(a) => a,
+                    FrameAddress::ReturnAddress(_) => f.address_for_lookup(),
                 },
-                Ok(None) => break true,
-                Err(_) => break false,
             };
             found.push(frame);
             // Past a file not known (mapped since the last look, by a
             // process gone since), framehop would guess by the frame
-            // pointer: stop at the frame.
-            if !known(frame.lookup) {
-                break false;
-            }
-            // A loop in a corrupt stack ends here.
-            if found.len() >= super::MAX_FRAMES {
-                break false;
-            }
-        };
+            // pointer: stop at the frame. A loop in a corrupt stack ends
+            // at the most frames.
+            known(frame.lookup) && found.len() < super::MAX_FRAMES
+        });
         (found, complete)
     }
 

@@ -14,7 +14,7 @@ use super::tracefs::{data_loc_string, FetchEvent, FetchPlan, Field};
 use super::{attach_error, open_uprobe, perf_event_open};
 use crate::arch::Arch;
 use crate::cpus::online_cpus;
-use crate::elf::arg::{Arg, Operand, Reg64};
+use crate::elf::arg::{Arg, Operand};
 use crate::elf::note::Site;
 use crate::engine::{
     site_arch, unsupported_registers, Engine, EngineKind, SampleSite, Target, Uprobe,
@@ -132,8 +132,8 @@ pub(crate) struct SiteSampling<'a> {
     /// strings, byte slices): through a fetch event, or from the stack
     /// copy and the process.
     pub(crate) memory: bool,
-    /// Whether the samples carry what unwinding needs: the instruction,
-    /// stack and frame pointers and a stack copy.
+    /// Whether the samples carry what unwinding needs: the registers it
+    /// starts from ([`Arch::unwind_registers`]) and a stack copy.
     pub(crate) stacks: bool,
 }
 
@@ -142,7 +142,7 @@ impl<'a> SiteSampling<'a> {
     /// (and the stack pointer), by the perf numbers of `arch` (its
     /// machine's table), and `stack_bytes` of stack for a site that reads
     /// memory (memory operands, strings, byte slices); with `stacks`, the
-    /// instruction and frame pointers and the stack copy too. A register
+    /// registers unwinding starts from and the stack copy too. A register
     /// without a perf number always reads 0 (riscv64's `zero`).
     pub(crate) fn of(
         s: &SampleSite<'a>,
@@ -186,11 +186,11 @@ impl<'a> SiteSampling<'a> {
     }
 }
 
-/// The registers unwinding starts from: the instruction, stack and frame
-/// pointers (`rbp`: stacks are unwound on x86-64 only).
+/// The registers unwinding starts from, as the machine's table names them
+/// ([`Arch::unwind_registers`]: the instruction, stack and frame pointers,
+/// and the link register where the machine has one).
 fn stack_mask(arch: &Arch) -> u64 {
-    [arch.ip, arch.sp, Reg64::Rbp]
-        .into_iter()
+    arch.unwind_registers()
         .filter_map(|reg| arch.register(reg)?.perf)
         .fold(0, |mask, n| mask | 1 << n)
 }
@@ -618,6 +618,24 @@ mod tests {
         let plan = SiteSampling::of(&s, plain.machine.arch(), 64, true).unwrap();
         assert_eq!(plan.regs_mask, 1 | 1 << 6 | 1 << 7 | 1 << 8);
         assert_eq!((plan.stack_bytes, plan.memory), (64, false));
+    }
+
+    /// Unwinding an aarch64 stack starts from its table's registers: the
+    /// frame pointer `x29` (29), the link register `x30` (30), `sp` (31)
+    /// and `pc` (32), by their perf numbers; the same for a fetch event.
+    #[test]
+    fn aarch64_stacks_sample_the_frame_and_link_registers() {
+        let plain = site("8@x0", crate::Machine::Aarch64);
+        let path = std::ffi::CString::new("/x").unwrap();
+        let none = vec![false; plain.args.len()];
+        let s = SampleSite::of(0, &plain, &path, &none);
+        let arch = plain.machine.arch();
+        let plan = SiteSampling::of(&s, arch, 64, true).unwrap();
+        let unwind = 1 << 29 | 1 << 30 | 1 << 31 | 1 << 32;
+        assert_eq!(plan.regs_mask, 1 | unwind);
+        assert_eq!(stack_mask(arch), unwind);
+        // x86-64 has no link register: rip, rsp and rbp.
+        assert_eq!(stack_mask(crate::Machine::X86_64.arch()), 1 << 6 | 1 << 7 | 1 << 8);
     }
 
     /// Each machine's perf numbers (`arch/*/include/uapi/asm/perf_regs.h`):
