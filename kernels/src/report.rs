@@ -102,41 +102,32 @@ pub fn broken(row: &Value) -> Vec<String> {
     broken
 }
 
-/// The values checks that failed: `usdt trace (perf), usdt hist`.
-fn failed_values(row: &Value) -> String {
-    let failed: Vec<String> = row["values"]
+/// The checks under `key` that were not exact, each as `describe` words
+/// it from its tool, its engine and the check itself.
+fn inexact(row: &Value, key: &str, describe: impl Fn(&str, &str, &Value) -> String) -> Vec<String> {
+    let text = |c: &Value, k: &str| c[k].as_str().unwrap_or("?").to_string();
+    row[key]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|c| c["exact"] != true)
-        .map(|c| {
-            format!(
-                "{} ({}, {})",
-                c["tool"].as_str().unwrap_or("?"),
-                c["engine"].as_str().unwrap_or("?"),
-                c["status"].as_str().unwrap_or("?")
-            )
-        })
-        .collect();
-    failed.join("; ")
+        .map(|c| describe(&text(c, "tool"), &text(c, "engine"), c))
+        .collect()
+}
+
+/// The values checks that failed: `usdt trace (perf, exit=0); usdt hist (bpf, ...)`.
+fn failed_values(row: &Value) -> String {
+    inexact(row, "values", |tool, engine, c| {
+        format!("{tool} ({engine}, {})", c["status"].as_str().unwrap_or("?"))
+    })
+    .join("; ")
 }
 
 /// The stacks checks that failed: `usdt trace --stack (perf): why`.
 fn failed_stacks(row: &Value) -> String {
-    let failed: Vec<String> = row["stacks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["exact"] != true)
-        .map(|c| {
-            format!(
-                "{} ({}): {}",
-                c["tool"].as_str().unwrap_or("?"),
-                c["engine"].as_str().unwrap_or("?"),
-                c["why"].as_str().unwrap_or("?")
-            )
-        })
-        .collect();
+    let failed = inexact(row, "stacks", |tool, engine, c| {
+        format!("{tool} ({engine}): {}", c["why"].as_str().unwrap_or("?"))
+    });
     match failed.is_empty() {
         true => "no check ran".into(),
         false => failed.join("; "),
