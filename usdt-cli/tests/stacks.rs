@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 
 use object::{Object, ObjectSection, ObjectSymbol};
+use usdt_test_support::cli::stdout;
 use usdt_test_support::process::{reader, wait_deadline};
 use usdt_test_support::shapes::{self, Shape};
 use usdt_test_support::{ready, BPFTRACE, ROOT, TRACEFS};
@@ -118,16 +119,6 @@ fn usdt_on_waiting(args: &[&str]) -> Output {
     }
 }
 
-fn text(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "usdt failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
 /// `(stack, count)` per folded line.
 fn folded(text: &str) -> Vec<(String, u64)> {
     text.lines()
@@ -201,7 +192,7 @@ fn count_by_stack_gives_each_path_its_own_stack_and_count() {
             "--svg",
             svg.to_str().unwrap(),
         ]);
-        let lines = folded(&text(&out));
+        let lines = folded(&stdout(&out));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(lines.len(), 3, "{engine}: {lines:#?}\n{err}");
         for (path, count) in PATHS.iter().zip(COUNTS) {
@@ -276,7 +267,7 @@ fn trace_stack_shows_each_hit_s_call_path() {
     }
     for engine in ["bpf", "perf"] {
         let out = usdt_on_waiting(&["trace", "--stack", "app:respond", "--engine", engine]);
-        let text = text(&out);
+        let text = stdout(&out);
         // A hit's line, then its frames indented, innermost first.
         let mut hits = vec![];
         for line in text.lines() {
@@ -316,7 +307,7 @@ fn trace_stack_shows_each_hit_s_call_path() {
     }
     // In JSON: the frames as objects.
     let out = usdt_on_waiting(&["trace", "--stack", "--json", "--limit", "1", "app:respond"]);
-    let text = text(&out);
+    let text = stdout(&out);
     let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     let frames = v["stack"].as_array().unwrap();
     assert_eq!(
