@@ -219,6 +219,30 @@ fn describe(s: std::process::ExitStatus) -> String {
     }
 }
 
+/// `usdt ARGS -- PROGRAM PROGRAM_ARGS` with the plan's `usdt` and timeout,
+/// logged with the program by its file name.
+pub(crate) fn usdt_on(
+    plan: &Plan,
+    args: &[&str],
+    program: &Path,
+    program_args: &[&str],
+    log: &mut Vec<String>,
+) -> Outcome {
+    let path = program.to_string_lossy();
+    let mut all = args.to_vec();
+    all.extend(["--", &path]);
+    all.extend(program_args);
+    let o = run(&plan.usdt, &all, "", plan.timeout);
+    let name = program.file_name().unwrap_or_default().to_string_lossy();
+    let what = format!(
+        "usdt {} -- {name} {}",
+        args.join(" "),
+        program_args.join(" ")
+    );
+    logged(log, what, &o);
+    o
+}
+
 pub(crate) fn logged(log: &mut Vec<String>, what: String, o: &Outcome) {
     log.push(format!("{what}: {}", o.status));
     if !o.ok() {

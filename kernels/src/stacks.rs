@@ -22,7 +22,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::exec::{logged, run, Outcome, Plan};
+use crate::exec::{usdt_on, Outcome, Plan};
 use crate::Arch;
 
 /// How many times each path fires: `serve_static`, `serve_api` (through
@@ -96,24 +96,12 @@ fn usdt(
     log: &mut Vec<String>,
 ) -> Outcome {
     let counts = COUNTS.map(|n| n.to_string());
-    let path = program.to_string_lossy();
+    let counts: Vec<&str> = counts.iter().map(String::as_str).collect();
     let mut all = args.to_vec();
     if engine != "auto" {
         all.extend(["--engine", engine]);
     }
-    all.extend(["--", &path]);
-    all.extend(counts.iter().map(String::as_str));
-    let o = run(&plan.usdt, &all, "", plan.timeout);
-    logged(
-        log,
-        format!(
-            "usdt {} -- stacks {}",
-            all[..all.len() - 5].join(" "),
-            counts.join(" ")
-        ),
-        &o,
-    );
-    o
+    usdt_on(plan, &all, program, &counts, log)
 }
 
 /// The check's object: on a machine that unwinds, `paths` of its output

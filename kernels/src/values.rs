@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::build::LayoutBins;
-use crate::exec::{logged, run, Outcome, Plan, Running};
+use crate::exec::{logged, run, usdt_on, Outcome, Plan, Running};
 use crate::features::FeatureReport;
 
 /// The values checks' results.
@@ -347,14 +347,7 @@ pub fn latency_right(out: &str, n: u64) -> Result<(), String> {
 /// `usdt ARGS -- PROGRAM N` (the program written outside the project),
 /// logged.
 fn shop(plan: &Plan, program: &Path, args: &[&str], n: u64, log: &mut Vec<String>) -> Outcome {
-    let name = program.file_name().unwrap_or_default().to_string_lossy();
-    let path = program.to_string_lossy();
-    let n = n.to_string();
-    let mut all = args.to_vec();
-    all.extend(["--", &path, &n]);
-    let o = run(&plan.usdt, &all, "", plan.timeout);
-    logged(log, format!("usdt {} -- {name} {n}", args.join(" ")), &o);
-    o
+    usdt_on(plan, args, program, &[&n.to_string()], log)
 }
 
 /// `usdt count --engine E -- shop 4`: each probe 4 times, the lazy one's
